@@ -1,0 +1,37 @@
+"""The error types ember raises for bad input; every user-facing failure is an EmberError."""
+
+
+class EmberError(Exception):
+    """Base class of every error ember raises on purpose."""
+
+
+class DTypeError(EmberError, TypeError):
+    """A value has the wrong or an unknown data type."""
+
+
+class ShapeError(EmberError, ValueError):
+    """A shape does not match what an operation requires."""
+
+
+class ScheduleError(EmberError):
+    """A schedule primitive was applied where it is not legal."""
+
+
+class LoweringError(EmberError):
+    """A schedule could not be turned into a loop program."""
+
+
+class TargetError(EmberError, ValueError):
+    """A target string names an unknown kind, triple or option."""
+
+
+class CodegenError(EmberError):
+    """The code generator cannot translate some construct."""
+
+
+class ArgumentError(EmberError, ValueError):
+    """A compiled function was called with arguments that do not match its parameters."""
+
+
+class UnsupportedOpError(EmberError):
+    """A model uses an operator or attribute ember does not support."""
