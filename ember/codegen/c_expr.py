@@ -1,0 +1,305 @@
+"""Expressions of the loop IR as C99 text, with vector expressions expanded one lane at a time.
+
+A vector expression is printed for one lane at a time: `print(e, lane="lane")` replaces each
+Ramp by `base + lane * stride`, each Broadcast by its scalar and each vector variable by its
+element, so a vector Store becomes a small scalar loop over lanes. Let expressions become
+`const` locals declared before the statement that uses them (`ExprPrinter.prelude`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ember.codegen.c_names import Scopes, compute_ctype, storage_ctype, type_suffix
+from ember.dtype import DType
+from ember.errors import CodegenError
+from ember.tir import expr as E
+from ember.tir.expr import Expr
+from ember.tir.function import Buffer
+
+# C operator precedence (higher binds tighter)
+PRIMARY, UNARY, MUL, ADD, REL, EQUAL, LAND, LOR, COND = 16, 15, 13, 12, 10, 9, 5, 4, 3
+
+_ARITH = {E.Add: ("+", ADD), E.Sub: ("-", ADD), E.Mul: ("*", MUL), E.Div: ("/", MUL)}
+_LOGIC = {E.EQ: ("==", EQUAL), E.NE: ("!=", EQUAL), E.LT: ("<", REL), E.LE: ("<=", REL),
+          E.GT: (">", REL), E.GE: (">=", REL), E.And: ("&&", LAND), E.Or: ("||", LOR)}
+# intrinsic -> (number of arguments, C function for double; float adds the "f" suffix)
+_MATH = {"exp": (1, "exp"), "exp2": (1, "exp2"), "log": (1, "log"), "log2": (1, "log2"),
+         "sqrt": (1, "sqrt"), "tanh": (1, "tanh"), "erf": (1, "erf"), "floor": (1, "floor"),
+         "ceil": (1, "ceil"), "trunc": (1, "trunc"), "fabs": (1, "fabs"), "sin": (1, "sin"),
+         "cos": (1, "cos"), "pow": (2, "pow"), "fma": (3, "fma"),
+         # numpy and ONNX round half to even: nearbyint in the default rounding mode
+         "round": (1, "nearbyint"),
+         # built from other functions below
+         "rsqrt": (1, "sqrt"), "sigmoid": (1, "exp")}
+
+
+def _paren(text: str, prec: int, need: int) -> str:
+    return f"({text})" if prec < need else text
+
+
+def int_literal(value: int, dtype: DType) -> tuple[str, int]:
+    """C text and precedence of an integer or bool constant."""
+    element = dtype.element
+    if element.is_bool:
+        return ("true" if value else "false"), PRIMARY
+    if element.bits == 64:
+        if element.kind == "uint":
+            return f"UINT64_C({value})", PRIMARY
+        if value == -(2**63):
+            return "(-INT64_C(9223372036854775807) - 1)", PRIMARY
+        return f"INT64_C({value})", PRIMARY
+    if element.kind == "uint" and element.bits == 32:
+        return f"{value}u", PRIMARY
+    if value == -(2**31):
+        return "(-2147483647 - 1)", PRIMARY
+    return str(value), (UNARY if value < 0 else PRIMARY)
+
+
+def float_literal(value: float, dtype: DType) -> tuple[str, int]:
+    """C text and precedence of a float constant (float16 constants are exact floats)."""
+    element = dtype.element
+    if math.isnan(value):
+        return ("NAN" if element.bits != 64 else "(double)NAN"), PRIMARY
+    with np.errstate(over="ignore"):
+        if element.bits == 16:
+            value = float(np.float16(value))
+        if element.bits <= 32:
+            text = str(np.float32(value))
+        else:
+            text = repr(float(value))
+    if "inf" in text:
+        return ("-INFINITY" if text.startswith("-") else "INFINITY"), UNARY
+    if not any(c in text for c in ".e"):
+        text += ".0"
+    if element.bits <= 32:
+        text += "f"
+    return text, (UNARY if text.startswith("-") else PRIMARY)
+
+
+def _zero(dtype: DType) -> str:
+    if dtype.is_float:
+        return "0.0" if dtype.bits == 64 else "0.0f"
+    return "false" if dtype.is_bool else "0"
+
+
+class ExprPrinter:
+    """Prints expressions; records helpers it uses and locals that must be declared first."""
+
+    def __init__(self, scopes: Scopes, buffer_types: dict[E.Var, DType]) -> None:
+        self.scopes = scopes
+        self.buffer_types = buffer_types
+        self.helpers: set[str] = set()
+        self.prelude: list[str] = []
+
+    def expr(self, e: Expr, lane: str | None = None) -> str:
+        """C text of `e`; vector expressions need the name of the lane variable."""
+        return self.print(e, lane)[0]
+
+    def sub(self, e: Expr, lane: str | None, need: int) -> str:
+        text, prec = self.print(e, lane)
+        return _paren(text, prec, need)
+
+    def print(self, e: Expr, lane: str | None) -> tuple[str, int]:
+        if e.dtype.lanes > 1 and lane is None:
+            raise CodegenError(f"vector expression {e} of type {e.dtype} used where the C "
+                               "back end expects a scalar")
+        match e:
+            case E.IntImm(value, dtype):
+                return int_literal(value, dtype)
+            case E.FloatImm(value, dtype):
+                return float_literal(value, dtype)
+            case E.Var():
+                return self._var(e, lane), PRIMARY
+            case E.Cast():
+                return self._cast(e, lane)
+            case E.FloorDiv() | E.FloorMod():
+                return self._floor(e, lane)
+            case E.Min(a, b) | E.Max(a, b):
+                kind = "min" if isinstance(e, E.Min) else "max"
+                helper = self.helper(f"ember_{kind}_{type_suffix(e.dtype)}")
+                return f"{helper}({self.expr(a, lane)}, {self.expr(b, lane)})", PRIMARY
+            case E.Add() | E.Sub() | E.Mul() | E.Div():
+                return self._arith(e, lane)
+            case E.CompareOp() | E.And() | E.Or():
+                return self._logic(e, lane)
+            case E.Not(a):
+                if a.dtype.is_bool:
+                    return f"!{self.sub(a, lane, UNARY)}", UNARY
+                return self._wrap_narrow(e.dtype, f"~{self.sub(a, lane, UNARY)}", UNARY)
+            case E.Select(condition, true_value, false_value):
+                cond = self.sub(condition, lane, EQUAL)
+                yes = self.sub(true_value, lane, COND + 1)
+                no = self.sub(false_value, lane, COND + 1)
+                return f"{cond} ? {yes} : {no}", COND
+            case E.Ramp(base, stride, _):
+                return self._ramp(base, stride, lane)
+            case E.Broadcast(value, _):
+                return self.print(value, None)
+            case E.Let(var, value, body):
+                self._hoist_let(var, value, lane)
+                return self.print(body, lane)
+            case E.Load():
+                return self._load(e, lane)
+            case E.Call():
+                return self._call(e, lane)
+        raise CodegenError(f"the C back end cannot print {type(e).__name__} expression {e}")
+
+    # ------------------------------------------------------------------------------------
+    def helper(self, name: str) -> str:
+        self.helpers.add(name)
+        return name
+
+    def _var(self, var: E.Var, lane: str | None) -> str:
+        name, kind = self.scopes.lookup(var)
+        if kind == "buffer":
+            raise CodegenError(f"buffer data '{var.name}' used as a value; the C back end "
+                               "only supports buffer accesses through Load and Store")
+        if var.dtype.lanes > 1 and kind == "array":
+            return f"{name}[{lane}]"
+        return name
+
+    def _wrap_narrow(self, dtype: DType, text: str, prec: int) -> tuple[str, int]:
+        """Round float16 results and wrap 8/16-bit integer results to their type."""
+        element = dtype.element
+        if element.is_float and element.bits == 16:
+            return f"{self.helper('ember_f16_round')}({text})", PRIMARY
+        if element.is_int and element.bits < 32:
+            return f"({compute_ctype(element)})({text})", UNARY
+        return text, prec
+
+    def _arith(self, e: E.BinaryOp, lane: str | None) -> tuple[str, int]:
+        op, prec = _ARITH[type(e)]
+        a = self.sub(e.a, lane, prec)
+        b = self.sub(e.b, lane, prec + 1)
+        element = e.dtype.element
+        if element.is_bool:
+            raise CodegenError(f"arithmetic '{op}' on bool values in {e}; cast to an integer "
+                               "type first")
+        if element.kind == "uint" and element.bits < 32 and op == "*":
+            # uint16 * uint16 would overflow the promoted (signed) int
+            a = f"(uint32_t){self.sub(e.a, lane, UNARY)}"
+            b = f"(uint32_t){self.sub(e.b, lane, UNARY)}"
+        return self._wrap_narrow(e.dtype, f"{a} {op} {b}", prec)
+
+    def _logic(self, e: E.BinaryOp, lane: str | None) -> tuple[str, int]:
+        op, prec = _LOGIC[type(e)]
+        texts = []
+        for child, need in ((e.a, prec), (e.b, prec + 1)):
+            nested = isinstance(child, (E.CompareOp, E.And, E.Or))
+            if nested and not (type(child) is type(e) and isinstance(e, (E.And, E.Or))):
+                need = PRIMARY  # keep -Wparentheses quiet and the reading obvious
+            texts.append(self.sub(child, lane, need))
+        return f"{texts[0]} {op} {texts[1]}", prec
+
+    def _floor(self, e: E.BinaryOp, lane: str | None) -> tuple[str, int]:
+        element = e.dtype.element
+        kind = "floordiv" if isinstance(e, E.FloorDiv) else "floormod"
+        if not element.is_int:
+            raise CodegenError(f"{type(e).__name__} on {e.dtype} values in {e}; the C back end "
+                               "supports floor division of integers only")
+        if element.kind == "uint":  # floor and truncation agree on unsigned values
+            op = "/" if kind == "floordiv" else "%"
+            text = f"{self.sub(e.a, lane, MUL)} {op} {self.sub(e.b, lane, MUL + 1)}"
+            return self._wrap_narrow(e.dtype, text, MUL)
+        helper = self.helper(f"ember_{kind}_{type_suffix(element)}")
+        return f"{helper}({self.expr(e.a, lane)}, {self.expr(e.b, lane)})", PRIMARY
+
+    def _cast(self, e: E.Cast, lane: str | None) -> tuple[str, int]:
+        source, target = e.value.dtype.element, e.dtype.element
+        if source == target:
+            return self.print(e.value, lane)
+        if target.is_bool:
+            return f"{self.sub(e.value, lane, EQUAL + 1)} != {_zero(source)}", EQUAL
+        if target.is_float and target.bits == 16:
+            inner = self.expr(e.value, lane)
+            if not (source.is_float and source.bits <= 32):
+                inner = f"(float){self.sub(e.value, lane, UNARY)}"
+            return f"{self.helper('ember_f16_round')}({inner})", PRIMARY
+        if source.is_float and source.bits == 16 and target.bits == 32:
+            return self.print(e.value, lane)  # float16 values already live in floats
+        if target.is_handle or source.is_handle:
+            raise CodegenError(f"cannot cast between {source} and {target} in {e}")
+        return f"({compute_ctype(target)}){self.sub(e.value, lane, UNARY)}", UNARY
+
+    def _ramp(self, base: Expr, stride: Expr, lane: str | None) -> tuple[str, int]:
+        assert lane is not None
+        index = lane if base.dtype.bits <= 32 else f"({compute_ctype(base.dtype)}){lane}"
+        offset, offset_prec = index, PRIMARY
+        if not E.is_const_int(stride, 1):
+            offset, offset_prec = f"{index} * {self.sub(stride, None, MUL + 1)}", MUL
+        if E.is_const_int(base, 0):
+            return offset, offset_prec
+        return f"{self.sub(base, None, ADD)} + {offset}", ADD
+
+    def _hoist_let(self, var: E.Var, value: Expr, lane: str | None) -> None:
+        if value.dtype.is_handle:
+            raise CodegenError(f"let '{var.name}' binds a handle; the C back end binds only "
+                               "numbers")
+        text = self.expr(value, lane)
+        name = self.scopes.fresh(var.name)
+        self.prelude.append(f"const {compute_ctype(value.dtype)} {name} = {text};")
+        self.scopes.bind(var, name, "scalar")
+
+    def _load(self, e: E.Load, lane: str | None) -> tuple[str, int]:
+        element = f"{self.pointer(e.buffer, 'load')}[{self.index(e.indices, e.buffer, lane)}]"
+        text, prec = element, PRIMARY
+        if e.buffer.dtype.is_bool:
+            text, prec = f"{element} != 0", EQUAL
+        elif e.buffer.dtype.is_float and e.buffer.dtype.bits == 16:
+            text = f"{self.helper('ember_f16_to_f32')}({element})"
+        if e.predicate is not None:
+            cond = self.sub(e.predicate, lane, EQUAL)
+            text = f"{cond} ? {_paren(text, prec, COND + 1)} : {_zero(e.buffer.dtype)}"
+            prec = COND
+        return text, prec
+
+    def pointer(self, buffer: Buffer, what: str) -> str:
+        """C name of the buffer's data, cast when it is accessed as another element type."""
+        name, kind = self.scopes.lookup(buffer.data)
+        if kind != "buffer":
+            raise CodegenError(f"{what} of '{buffer.name}': its data variable is not a buffer")
+        declared = self.buffer_types[buffer.data]
+        if storage_ctype(declared) != storage_ctype(buffer.dtype):
+            return f"(({storage_ctype(buffer.dtype)}*){name})"
+        return name
+
+    def index(self, indices: tuple[Expr, ...], buffer: Buffer, lane: str | None) -> str:
+        if len(indices) != 1:
+            name = buffer.name
+            raise CodegenError(f"access to '{name}' has {len(indices)} indices; the C back "
+                               "end needs flat buffers (run flatten_buffers first)")
+        if not indices[0].dtype.is_int:
+            raise CodegenError(f"index {indices[0]} of '{buffer.name}' has "
+                               f"type {indices[0].dtype}; expected an integer")
+        return self.expr(indices[0], lane)
+
+    def _call(self, e: E.Call, lane: str | None) -> tuple[str, int]:
+        if e.name not in _MATH:
+            raise CodegenError(f"call of unknown function '{e.name}' in {e}; the C back end "
+                               f"knows the intrinsics {', '.join(sorted(_MATH))}")
+        arity, base = _MATH[e.name]
+        if len(e.args) != arity:
+            raise CodegenError(f"intrinsic '{e.name}' takes {arity} argument(s), got "
+                               f"{len(e.args)} in {e}")
+        element = e.dtype.element
+        if not element.is_float or any(a.dtype.element != element for a in e.args):
+            types = ", ".join(str(a.dtype) for a in e.args)
+            raise CodegenError(f"intrinsic '{e.name}' needs float arguments of its result type "
+                               f"{e.dtype}, got ({types})")
+        double = element.bits == 64
+        function = base if double else base + "f"
+        one = "1.0" if double else "1.0f"
+        if e.name == "rsqrt":
+            text, prec = f"{one} / {function}({self.expr(e.args[0], lane)})", MUL
+        elif e.name == "sigmoid":
+            arg = self.sub(e.args[0], lane, PRIMARY)  # never `--x`
+            text, prec = f"{one} / ({one} + {function}(-{arg}))", MUL
+        else:
+            args = ", ".join(self.expr(a, lane) for a in e.args)
+            text, prec = f"{function}({args})", PRIMARY
+        if element.bits == 16:
+            return f"{self.helper('ember_f16_round')}({text})", PRIMARY
+        return text, prec
