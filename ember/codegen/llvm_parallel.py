@@ -1,0 +1,150 @@
+"""PARALLEL loops: outline the body into a function and run it on libgomp's threads.
+
+    for (i = begin; i < end; ++i) body(i)
+becomes
+    closure = {captured values..., begin, end}
+    GOMP_parallel(worker, &closure, min(ember_num_threads, end - begin), 0)
+where each worker thread runs its contiguous chunk of [begin, end) through `body_fn`, a
+function whose buffer parameters are `noalias`, so the body optimizes like the original.
+Parallel loops nested inside run serially.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from llvmlite import ir
+
+from ember.codegen.llvm_expr import I32, PTR
+from ember.runtime.threadpool import NUM_THREADS_SYMBOL
+from ember.tir.expr import Load, Var
+from ember.tir.functor import post_order_visit
+from ember.tir.stmt import Allocate, For, Store
+
+if TYPE_CHECKING:
+    from ember.codegen.llvm import FunctionEmitter
+
+
+def _captures(em: FunctionEmitter, loop: For) -> tuple[list[Var], list[Var]]:
+    """(buffer data vars, scalar vars) bound outside `loop` that its body uses."""
+    used: dict[Var, None] = {}
+
+    def note(node: object) -> None:
+        if isinstance(node, Var):
+            used[node] = None
+        elif isinstance(node, (Load, Store)):
+            used[node.buffer.data] = None
+        elif isinstance(node, Allocate):
+            for extent in node.buffer.shape:
+                post_order_visit(extent, note)
+
+    post_order_visit(loop.body, note)
+    buffers = [v for v in used if v in em.buffers]
+    scalars = [v for v in used if v in em.vars and v is not loop.var]
+    return buffers, scalars
+
+
+def emit_parallel_for(em: FunctionEmitter, loop: For) -> None:
+    """Emit `loop` (kind PARALLEL) as a libgomp parallel region."""
+    from ember.codegen.llvm import FunctionEmitter
+
+    b_ = em.builder
+    ctx = em.ctx
+    begin = em.expr(loop.begin)
+    extent = em.expr(loop.extent)
+    end = b_.add(begin, extent)
+    buffers, scalars = _captures(em, loop)
+    values = [em.buffers[v] for v in buffers] + [em.vars[v] for v in scalars] + [begin, end]
+    closure_type = ir.LiteralStructType([v.type for v in values])
+    closure = em.entry_builder.alloca(closure_type, name=f"{loop.var.name}.closure")
+    for position, value in enumerate(values):
+        b_.store(value, _field(b_, closure, closure_type, position))
+
+    base_name = ctx.fresh_name(f"{em.function.name}_{loop.var.name}_par")
+    index_type = begin.type
+
+    # body_fn(buffers..., scalars..., lo, hi): the serial loop over one chunk
+    body_type = ir.FunctionType(ir.VoidType(), [v.type for v in values])
+    body_fn = ir.Function(ctx.module, body_type, name=f"{base_name}_body")
+    body_fn.linkage = "internal"
+    body_fn.attributes.add("nounwind")
+    inner = FunctionEmitter(ctx, body_fn, in_parallel=True)
+    for arg, var in zip(body_fn.args, buffers + scalars):
+        arg.name = var.name
+        if var in em.buffers:
+            arg.add_attribute("noalias")
+            inner.buffers[var] = arg
+        else:
+            inner.vars[var] = arg
+    lo, hi = body_fn.args[-2], body_fn.args[-1]
+    inner.serial_loop(loop.var, lo, hi, lambda: inner.stmt(loop.body))
+    inner.builder.ret_void()
+
+    worker = _emit_worker(em, base_name, closure_type, body_fn, index_type)
+
+    # threads = max(min(ember_num_threads, extent), 1)
+    count = em.module.globals.get(NUM_THREADS_SYMBOL)
+    if count is None:
+        count = ir.GlobalVariable(em.module, I32, NUM_THREADS_SYMBOL)
+    threads: ir.Value = b_.load(count, typ=I32)
+    threads = em.call_intrinsic("llvm.smin", I32, [threads, _clamp_i32(em, extent)])
+    threads = em.call_intrinsic("llvm.smax", I32, [threads, ir.Constant(I32, 1)])
+    gomp = em.declare("GOMP_parallel", ir.VoidType(), [PTR, PTR, I32, I32])
+    b_.call(gomp, [worker, closure, threads, ir.Constant(I32, 0)])
+
+
+def _clamp_i32(em: FunctionEmitter, extent: ir.Value) -> ir.Value:
+    """The extent as an i32, saturated at 2^31 - 1 for 64-bit loops."""
+    b_ = em.builder
+    width = extent.type.width
+    if width == 32:
+        return extent
+    if width < 32:
+        return b_.sext(extent, I32)
+    limited = em.call_intrinsic("llvm.smin", extent.type,
+                                [extent, ir.Constant(extent.type, 2**31 - 1)])
+    return b_.trunc(limited, I32)
+
+
+def _field(b_: ir.IRBuilder, closure: ir.Value, closure_type: ir.Type, position: int) -> ir.Value:
+    ptr = b_.gep(closure, [ir.Constant(I32, 0), ir.Constant(I32, position)], inbounds=True,
+                 source_etype=closure_type)
+    ptr.type = PTR  # llvmlite infers a typed pointer here; the module uses opaque ones
+    return ptr
+
+
+def _emit_worker(em: FunctionEmitter, base_name: str, closure_type: ir.LiteralStructType,
+                 body_fn: ir.Function, index_type: ir.IntType) -> ir.Function:
+    """void worker(ptr closure): run this thread's chunk of [begin, end)."""
+    worker = ir.Function(em.module, ir.FunctionType(ir.VoidType(), [PTR]), name=base_name)
+    worker.linkage = "internal"
+    worker.attributes.add("nounwind")
+    b_ = ir.IRBuilder(worker.append_basic_block("entry"))
+    closure = worker.args[0]
+    values = [b_.load(_field(b_, closure, closure_type, i), typ=t)
+              for i, t in enumerate(closure_type.elements)]
+    begin, end = values[-2], values[-1]
+    thread = em.declare("omp_get_thread_num", I32, [])
+    team = em.declare("omp_get_num_threads", I32, [])
+    tid = _widen(b_, b_.call(thread, []), index_type)
+    count = _widen(b_, b_.call(team, []), index_type)
+    one = ir.Constant(index_type, 1)
+    # chunk = ceil((end - begin) / count); [lo, hi) = this thread's slice
+    span = b_.sub(end, begin)
+    chunk = b_.sdiv(b_.add(span, b_.sub(count, one)), count)
+    lo = b_.add(begin, b_.mul(tid, chunk))
+    hi_unclamped = b_.add(lo, chunk)
+    hi = b_.select(b_.icmp_signed("<", hi_unclamped, end), hi_unclamped, end)
+    with b_.if_then(b_.icmp_signed("<", lo, hi)):
+        b_.call(body_fn, values[:-2] + [lo, hi])
+    b_.ret_void()
+    return worker
+
+
+def _widen(b_: ir.IRBuilder, value: ir.Value, index_type: ir.IntType) -> ir.Value:
+    if index_type.width > 32:
+        return b_.sext(value, index_type)
+    if index_type.width < 32:
+        return b_.trunc(value, index_type)
+    return value
+
