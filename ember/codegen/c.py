@@ -99,6 +99,7 @@ class _FunctionPrinter:
                 accessed.add(node.buffer.data)
 
         post_order_visit(func.body, note)
+        used = set(used_vars(func.body))
         params: list[str] = []
         for p in func.params:
             if isinstance(p, Buffer):
@@ -121,6 +122,8 @@ class _FunctionPrinter:
                 name = self.scopes.fresh(p.name)
                 params.append(f"{compute_ctype(p.dtype)} {name}")
                 self.scopes.bind(p, name)
+                if p not in used:
+                    self.emit(f"(void){name};")
         self.status = self.scopes.fresh("status")
         locals_end = len(self.lines)
         self.stmt(func.body)
@@ -321,7 +324,7 @@ class _FunctionPrinter:
 
     def _let(self, s: S.LetStmt) -> None:
         var, value = s.var, s.value
-        if var not in used_vars(s.body):
+        if var not in set(used_vars(s.body)):
             self.stmt(s.body)  # values have no side effects
             return
         if value.dtype.is_handle:

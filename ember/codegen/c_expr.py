@@ -258,6 +258,9 @@ class ExprPrinter:
 
     def pointer(self, buffer: Buffer, what: str) -> str:
         """C name of the buffer's data, cast when it is accessed as another element type."""
+        if buffer.data not in self.buffer_types:
+            raise CodegenError(f"{what} of buffer '{buffer.name}', which is neither a parameter "
+                               "nor allocated (Allocate) around the access")
         name, kind = self.scopes.lookup(buffer.data)
         if kind != "buffer":
             raise CodegenError(f"{what} of '{buffer.name}': its data variable is not a buffer")
