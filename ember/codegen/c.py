@@ -9,7 +9,7 @@ and constant-sized, else on the heap (64-byte aligned, failure reported as a non
 
 from __future__ import annotations
 
-from ember.codegen.c_expr import ExprPrinter
+from ember.codegen.c_expr import ExprPrinter, strip_call
 from ember.codegen.c_helpers import helper_source
 from ember.codegen.c_names import RESERVED, Scopes, c_identifier, compute_ctype, storage_ctype
 from ember.dtype import DType
@@ -188,9 +188,9 @@ class _FunctionPrinter:
         if not s.var.dtype.is_int or s.var.dtype.lanes != 1:
             raise CodegenError(f"loop variable '{s.var.name}' has type {s.var.dtype}; expected "
                                "a scalar integer")
-        begin = self.exprs.expr(s.begin)
+        begin = self.exprs.expr(s.begin, bare=True)
         end_expr = s.extent if E.is_const_int(s.begin, 0) else E.Add(s.begin, s.extent)
-        end = self.exprs.expr(end_expr)
+        end = self.exprs.expr(end_expr, bare=True)
         self.flush()
         if s.kind == S.ForKind.PARALLEL:
             self.emit("#ifdef _OPENMP")
@@ -242,6 +242,7 @@ class _FunctionPrinter:
         index = self.exprs.index(s.indices, s.buffer, lane)
         value = self.exprs.expr(s.value, lane)
         if s.buffer.dtype.is_float and s.buffer.dtype.bits == 16:
+            value = strip_call(value, "ember_f16_round")  # the store rounds anyway
             value = f"{self.exprs.helper('ember_f32_to_f16')}({value})"
         predicate = None if s.predicate is None else self.exprs.expr(s.predicate, lane)
         self.flush()
@@ -270,7 +271,7 @@ class _FunctionPrinter:
             self._bind_buffer(buffer, name)
             self.stmt(s.body)
             return
-        size = self.exprs.expr(count)
+        size = self.exprs.expr(count, bare=True)
         self.flush()
         name = self.scopes.fresh(buffer.name)
         alloc = self.exprs.helper("ember_alloc")

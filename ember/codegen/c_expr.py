@@ -79,6 +79,36 @@ def float_literal(value: float, dtype: DType) -> tuple[str, int]:
     return text, (UNARY if text.startswith("-") else PRIMARY)
 
 
+def typed(e: Expr) -> bool:
+    """Whether `e` prints as C of its full type (so a constant next to it may be bare)."""
+    match e:
+        case E.IntImm():
+            return False
+        case E.Select(_, a, b):
+            return typed(a) or typed(b)
+        case E.BinaryOp(a, b):
+            return typed(a) or typed(b)
+        case E.Let(_, _, body):
+            return typed(body)
+        case E.Broadcast(value, _):
+            return typed(value)
+        case E.Ramp(base, stride, _):
+            return typed(base) or typed(stride)
+    return True
+
+
+def strip_call(text: str, function: str) -> str:
+    """`function(x)` -> `x` when the call spans all of `text`; else `text` unchanged."""
+    if not (text.startswith(function + "(") and text.endswith(")")):
+        return text
+    depth = 0
+    for position in range(len(function), len(text)):
+        depth += {"(": 1, ")": -1}.get(text[position], 0)
+        if depth == 0:
+            return text[len(function) + 1:-1] if position == len(text) - 1 else text
+    return text
+
+
 def _zero(dtype: DType) -> str:
     if dtype.is_float:
         return "0.0" if dtype.bits == 64 else "0.0f"
@@ -94,11 +124,17 @@ class ExprPrinter:
         self.helpers: set[str] = set()
         self.prelude: list[str] = []
 
-    def expr(self, e: Expr, lane: str | None = None) -> str:
-        """C text of `e`; vector expressions need the name of the lane variable."""
-        return self.print(e, lane)[0]
+    def expr(self, e: Expr, lane: str | None = None, bare: bool = False) -> str:
+        """C text of `e`; vector expressions need the name of the lane variable.
 
-    def sub(self, e: Expr, lane: str | None, need: int) -> str:
+        `bare`: the context gives an int64 constant its type (`i < 16` with int64 i), so a
+        small one may print as a plain literal instead of INT64_C(16).
+        """
+        return self.sub(e, lane, 0, bare)
+
+    def sub(self, e: Expr, lane: str | None, need: int, bare: bool = False) -> str:
+        if bare and isinstance(e, E.IntImm) and e.dtype.bits == 64 and -2**31 < e.value < 2**31:
+            return _paren(str(e.value), UNARY if e.value < 0 else PRIMARY, need)
         text, prec = self.print(e, lane)
         return _paren(text, prec, need)
 
@@ -120,7 +156,7 @@ class ExprPrinter:
             case E.Min(a, b) | E.Max(a, b):
                 kind = "min" if isinstance(e, E.Min) else "max"
                 helper = self.helper(f"ember_{kind}_{type_suffix(e.dtype)}")
-                return f"{helper}({self.expr(a, lane)}, {self.expr(b, lane)})", PRIMARY
+                return f"{helper}({self.expr(a, lane, True)}, {self.expr(b, lane, True)})", PRIMARY
             case E.Add() | E.Sub() | E.Mul() | E.Div():
                 return self._arith(e, lane)
             case E.CompareOp() | E.And() | E.Or():
@@ -172,8 +208,8 @@ class ExprPrinter:
 
     def _arith(self, e: E.BinaryOp, lane: str | None) -> tuple[str, int]:
         op, prec = _ARITH[type(e)]
-        a = self.sub(e.a, lane, prec)
-        b = self.sub(e.b, lane, prec + 1)
+        a = self.sub(e.a, lane, prec, typed(e.b))
+        b = self.sub(e.b, lane, prec + 1, typed(e.a))
         element = e.dtype.element
         if element.is_bool:
             raise CodegenError(f"arithmetic '{op}' on bool values in {e}; cast to an integer "
@@ -191,7 +227,8 @@ class ExprPrinter:
             nested = isinstance(child, (E.CompareOp, E.And, E.Or))
             if nested and not (type(child) is type(e) and isinstance(e, (E.And, E.Or))):
                 need = PRIMARY  # keep -Wparentheses quiet and the reading obvious
-            texts.append(self.sub(child, lane, need))
+            other = e.b if child is e.a else e.a
+            texts.append(self.sub(child, lane, need, typed(other)))
         return f"{texts[0]} {op} {texts[1]}", prec
 
     def _floor(self, e: E.BinaryOp, lane: str | None) -> tuple[str, int]:
@@ -202,10 +239,11 @@ class ExprPrinter:
                                "supports floor division of integers only")
         if element.kind == "uint":  # floor and truncation agree on unsigned values
             op = "/" if kind == "floordiv" else "%"
-            text = f"{self.sub(e.a, lane, MUL)} {op} {self.sub(e.b, lane, MUL + 1)}"
+            a = self.sub(e.a, lane, MUL, typed(e.b))
+            text = f"{a} {op} {self.sub(e.b, lane, MUL + 1, typed(e.a))}"
             return self._wrap_narrow(e.dtype, text, MUL)
         helper = self.helper(f"ember_{kind}_{type_suffix(element)}")
-        return f"{helper}({self.expr(e.a, lane)}, {self.expr(e.b, lane)})", PRIMARY
+        return f"{helper}({self.expr(e.a, lane, True)}, {self.expr(e.b, lane, True)})", PRIMARY
 
     def _cast(self, e: E.Cast, lane: str | None) -> tuple[str, int]:
         source, target = e.value.dtype.element, e.dtype.element
@@ -226,13 +264,13 @@ class ExprPrinter:
 
     def _ramp(self, base: Expr, stride: Expr, lane: str | None) -> tuple[str, int]:
         assert lane is not None
-        index = lane if base.dtype.bits <= 32 else f"({compute_ctype(base.dtype)}){lane}"
-        offset, offset_prec = index, PRIMARY
+        # `lane` is an int; a typed base or stride (or INT64_C) makes the sum 64-bit if needed
+        offset, offset_prec = lane, PRIMARY
         if not E.is_const_int(stride, 1):
-            offset, offset_prec = f"{index} * {self.sub(stride, None, MUL + 1)}", MUL
+            offset, offset_prec = f"{lane} * {self.sub(stride, None, MUL + 1)}", MUL
         if E.is_const_int(base, 0):
             return offset, offset_prec
-        return f"{self.sub(base, None, ADD)} + {offset}", ADD
+        return f"{self.sub(base, None, ADD, typed(stride))} + {offset}", ADD
 
     def _hoist_let(self, var: E.Var, value: Expr, lane: str | None) -> None:
         if value.dtype.is_handle:
@@ -277,7 +315,7 @@ class ExprPrinter:
         if not indices[0].dtype.is_int:
             raise CodegenError(f"index {indices[0]} of '{buffer.name}' has "
                                f"type {indices[0].dtype}; expected an integer")
-        return self.expr(indices[0], lane)
+        return self.expr(indices[0], lane, bare=True)
 
     def _call(self, e: E.Call, lane: str | None) -> tuple[str, int]:
         if e.name not in _MATH:

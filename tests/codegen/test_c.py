@@ -134,6 +134,15 @@ def test_narrow_integers_wrap_around(dtype: str) -> None:
     np.testing.assert_array_equal(run(f, a, b), expected)
 
 
+def test_int64_constants_beyond_int32() -> None:
+    big = const(100000, "int64")
+    f = elementwise(lambda a: big * big + a * const(3, "int64") - const(2**40, "int64"),
+                    ["int64"], "int64")
+    a = rand("int64", low=-(10**12), high=10**12)
+    np.testing.assert_array_equal(run(f, a), 100000 * 100000 + a * 3 - 2**40)
+    assert "INT64_C(100000) * INT64_C(100000) + in0[i] * 3" in codegen_c([f])
+
+
 def test_bool_stores_and_loads() -> None:
     f = elementwise(lambda a, b: (a < b) & ~(a == b) | (a > 90.0), ["float32", "float32"], "bool")
     a, b = rand("float32"), rand("float32")
