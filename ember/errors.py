@@ -35,3 +35,7 @@ class ArgumentError(EmberError, ValueError):
 
 class UnsupportedOpError(EmberError):
     """A model uses an operator or attribute ember does not support."""
+
+
+class VerifyError(EmberError):
+    """A loop program is malformed: a pass or a front end produced invalid IR."""

@@ -123,7 +123,7 @@ def used_vars(node: Any) -> list[Var]:
 
 
 def uses_var(node: Any, var: Var) -> bool:
-    return var in used_vars(node)
+    return any(v is var for v in used_vars(node))  # identity: `==` on IR builds an EQ
 
 
 def post_order_visit(node: Any, callback: Callable[[Any], None]) -> None:
