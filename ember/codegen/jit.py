@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import ctypes.util
 import functools
 import threading
 from typing import Any
@@ -39,8 +40,12 @@ def _initialize_all() -> None:
 
 @functools.cache
 def _runtime_symbols() -> None:
-    """Make libgomp and `ember_num_threads` visible to JIT-compiled code."""
+    """Make libgomp, libgcc's helpers (e.g. double -> half) and `ember_num_threads` visible
+    to JIT-compiled code (an unresolved symbol would jump to address 0)."""
     llvm.load_library_permanently(threadpool.load_openmp())
+    libgcc = ctypes.util.find_library("gcc_s")
+    if libgcc is not None:
+        llvm.load_library_permanently(libgcc)
     llvm.add_symbol(threadpool.NUM_THREADS_SYMBOL, threadpool.num_threads_address())
 
 

@@ -45,8 +45,8 @@ class ModuleContext:
 def codegen_llvm(funcs: list[PrimFunc], target: Target | str | None = None) -> ir.Module:
     """Translate post-pipeline PrimFuncs into one LLVM module (one function per PrimFunc)."""
     target = Target(target if target is not None else "llvm")
-    if target.kind not in ("llvm", "wasm"):
-        raise CodegenError(f"the LLVM CPU back end cannot generate code for target '{target}'")
+    if target.kind not in ("llvm", "wasm", "cuda", "rocm"):
+        raise CodegenError(f"the LLVM back end cannot generate code for target '{target}'")
     names = [f.name for f in funcs]
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
@@ -136,6 +136,9 @@ class FunctionEmitter(ExprEmitter):
             raise CodegenError(f"loop '{s.var.name}' is bound to GPU thread axis "
                                f"'{s.thread_tag}'; a CPU target cannot run it")
         if s.kind == ForKind.PARALLEL and not self.in_parallel:
+            if self.ctx.target.kind in ("cuda", "rocm"):
+                raise CodegenError(f"parallel loop '{s.var.name}' on a GPU target; bind it "
+                                   "to a thread axis instead")
             from ember.codegen.llvm_parallel import emit_parallel_for
 
             emit_parallel_for(self, s)
@@ -186,6 +189,7 @@ class FunctionEmitter(ExprEmitter):
             if total <= STACK_LIMIT_BYTES:
                 ptr = self.entry_builder.alloca(ir.ArrayType(I8, total), name=buf.name)
                 ptr.align = ALLOC_ALIGN
+                ptr.type = PTR  # an opaque pointer, like every other pointer here
                 self._with_buffer(buf, ptr, s.body)
                 return
             nbytes: ir.Value = ir.Constant(I64, total)

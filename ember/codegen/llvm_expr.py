@@ -308,8 +308,11 @@ class ExprEmitter:
     def element_pointer(self, base: ir.Value, dtype: DType, index: ir.Value) -> ir.Value:
         """&base[index]; a vector index gives a vector of pointers."""
         ptr = self.builder.gep(base, [index], inbounds=True, source_etype=memory_type(dtype))
+        # llvmlite infers typed pointers, and scalar ones for vector indices; fix the type
         if isinstance(index.type, ir.VectorType):
-            ptr.type = ir.VectorType(PTR, index.type.count)  # llvmlite types it as scalar
+            ptr.type = ir.VectorType(PTR, index.type.count)
+        else:
+            ptr.type = PTR
         return ptr
 
     def emit_Load(self, e: Load) -> ir.Value:

@@ -1,0 +1,428 @@
+"""LLVM back end: hand-built post-pipeline PrimFuncs run against numpy."""
+
+from __future__ import annotations
+
+import math
+import os
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before libgomp loads; idle threads sleep
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+from ember.codegen.jit import build_llvm, compile_llvm, emit_assembly, emit_object  # noqa: E402
+from ember.errors import CodegenError  # noqa: E402
+from ember.target import Target  # noqa: E402
+from ember.tir import (  # noqa: E402
+    Allocate, Broadcast, Call, Cast, Evaluate, FloorDiv, FloorMod, For, ForKind, IfThenElse,
+    IntImm, Let, LetStmt, Load, Max, Min, PrimFunc, Ramp, Select, Store, Var, buffer, const,
+    seq,
+)
+from ember.tir.expr import Div, Expr  # noqa: E402
+
+HOST = Target("llvm")
+RNG = np.random.default_rng(0)
+N = 64
+
+
+def ramp(base: Expr, lanes: int, stride: int = 1) -> Ramp:
+    return Ramp(base, const(stride, base.dtype), lanes)
+
+
+def elementwise(fn, in_dtypes, out_dtype, n=N, lanes=1, name="k") -> PrimFunc:
+    """out[i] = fn(in0[i], in1[i], ...), `lanes` elements per iteration."""
+    ins = [buffer(f"in{k}", (n,), d) for k, d in enumerate(in_dtypes)]
+    out = buffer("out", (n,), out_dtype)
+    i = Var("i")
+    index = i if lanes == 1 else ramp(i * lanes, lanes)
+    value = fn(*[Load(b, (index,)) for b in ins])
+    return PrimFunc(name, (*ins, out), For(i, const(0), const(n // lanes), ForKind.SERIAL,
+                                           Store(out, value, (index,))))
+
+
+def run(func: PrimFunc, *inputs: np.ndarray, out_dtype=None, n=N) -> np.ndarray:
+    dtype = out_dtype or func.params[-1].dtype.numpy
+    out = np.zeros(n, dtype=dtype)
+    build_llvm(func, HOST)(*inputs, out)
+    return out
+
+
+def rand(dtype: str, n: int = N, low: float = -10, high: float = 10) -> np.ndarray:
+    if dtype == "bool":
+        return RNG.random(n) < 0.5
+    if np.dtype(dtype).kind == "f":
+        return RNG.uniform(low, high, n).astype(dtype)
+    info = np.iinfo(dtype)
+    return RNG.integers(max(low, info.min), min(high, info.max), n, endpoint=True).astype(dtype)
+
+
+# ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64", "int8", "int32", "int64",
+                                   "uint8"])
+@pytest.mark.parametrize("lanes", [1, 16])
+def test_elementwise_arithmetic(dtype: str, lanes: int) -> None:
+    f = elementwise(lambda a, b: (a + b) * a - b, [dtype, dtype], dtype, lanes=lanes)
+    a, b = rand(dtype, low=0, high=9), rand(dtype, low=0, high=9)
+    expected = (a + b) * a - b
+    out = run(f, a, b)
+    np.testing.assert_allclose(out.astype("float64"), expected.astype("float64"),
+                               rtol=1e-3 if dtype == "float16" else 1e-6)
+
+
+def test_vector_fma_uses_zmm_registers() -> None:
+    f = elementwise(lambda a, b, c: a * b + c, ["float32"] * 3, "float32", n=1024, lanes=16)
+    a, b, c = (rand("float32", 1024) for _ in range(3))
+    np.testing.assert_allclose(run(f, a, b, c, n=1024), a * b + c, rtol=1e-5, atol=1e-5)
+    if HOST.vector_bits == 512:
+        asm = build_llvm(f, HOST).get_source("asm")
+        assert any("vfmadd" in line and "zmm" in line for line in asm.splitlines())
+
+
+def test_gather_and_strided_loads() -> None:
+    src = buffer("src", (3 * N,), "float32")
+    idx = buffer("idx", (N,), "int32")
+    out = buffer("out", (N,), "float32")
+    i = Var("i")
+    gathered = Load(src, (Load(idx, (ramp(i * 8, 8),)),))
+    strided = Load(src, (ramp(i * 24, 8, stride=3),))
+    body = For(i, const(0), const(N // 8), ForKind.SERIAL,
+               Store(out, gathered + strided, (ramp(i * 8, 8),)))
+    s, ix = rand("float32", 3 * N), RNG.integers(0, 3 * N, N).astype("int32")
+    result = np.zeros(N, "float32")
+    build_llvm(PrimFunc("gather", (src, idx, out), body))(s, ix, result)
+    np.testing.assert_allclose(result, s[ix] + s[::3][:N], rtol=1e-6)
+
+
+def test_scatter_and_broadcast_index() -> None:
+    src = buffer("src", (N,), "float32")
+    out = buffer("out", (2 * N,), "float32")
+    i = Var("i")
+    # out[2*j] = src[j] + src[0] for the 8 lanes j of each iteration
+    value = Load(src, (ramp(i * 8, 8),)) + Load(src, (Broadcast(const(0), 8),))
+    body = For(i, const(0), const(N // 8), ForKind.SERIAL,
+               Store(out, value, (ramp(i * 16, 8, stride=2),)))
+    s = rand("float32")
+    result = np.zeros(2 * N, "float32")
+    build_llvm(PrimFunc("scatter", (src, out), body))(s, result)
+    np.testing.assert_allclose(result[::2], s + s[0], rtol=1e-6)
+    assert not result[1::2].any()
+
+
+@pytest.mark.parametrize("lanes", [1, 8])
+@pytest.mark.parametrize("dtype", ["float32", "int32", "uint8"])
+def test_comparisons_and_select(lanes: int, dtype: str) -> None:
+    ops = {"lt": (lambda a, b: a < b), "le": (lambda a, b: a <= b), "gt": (lambda a, b: a > b),
+           "ge": (lambda a, b: a >= b), "eq": (lambda a, b: a == b), "ne": (lambda a, b: a != b)}
+    a, b = rand(dtype, low=0, high=5), rand(dtype, low=0, high=5)
+    for name, op in ops.items():
+        f = elementwise(op, [dtype, dtype], "bool", lanes=lanes, name=name)
+        np.testing.assert_array_equal(run(f, a, b), op(a, b), err_msg=name)
+    f = elementwise(lambda x, y: Select(x < y, y - x, x - y), [dtype, dtype], dtype, lanes=lanes)
+    np.testing.assert_array_equal(run(f, a, b), np.maximum(a, b) - np.minimum(a, b))
+
+
+def test_bool_logic_in_memory() -> None:
+    f = elementwise(lambda a, b: (a & ~b) | (b & ~a), ["bool", "bool"], "bool", lanes=8)
+    a, b = rand("bool"), rand("bool")
+    np.testing.assert_array_equal(run(f, a, b), a ^ b)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "uint8", "int64"])
+def test_min_max(dtype: str) -> None:
+    f = elementwise(lambda a, b: Max(Min(a, b), Broadcast(const(3, dtype), 16)),
+                    [dtype, dtype], dtype, lanes=16)
+    a, b = rand(dtype, low=0, high=9), rand(dtype, low=0, high=9)
+    np.testing.assert_array_equal(run(f, a, b), np.maximum(np.minimum(a, b), 3))
+
+
+_CAST_TYPES = ["float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8",
+               "uint32", "bool"]
+
+
+@pytest.mark.parametrize("src", _CAST_TYPES)
+def test_casts(src: str) -> None:
+    values = rand(src, low=0, high=100)
+    if src != "bool" and np.dtype(src).kind in "fi":
+        values[::2] = -values[::2]  # negative values too, where the source has them
+    for dst in _CAST_TYPES:
+        if np.dtype(dst).kind in "ub" and src != "bool" and np.dtype(src).kind in "fi":
+            data = np.abs(values)  # float/int -> unsigned of a negative is not portable
+        else:
+            data = values
+        for lanes in (1, 8):
+            f = elementwise(lambda a: a.astype(dst), [src], dst, lanes=lanes, name="cast")
+            expected = data.astype(dst)
+            np.testing.assert_array_equal(run(f, data), expected, err_msg=f"{src}->{dst}")
+
+
+def _divisors(dtype: str) -> np.ndarray:
+    d = rand(dtype, low=1, high=9)
+    d[::3] = -d[::3]
+    return d
+
+
+@pytest.mark.parametrize("lanes", [1, 8])
+def test_floordiv_floormod_variable_divisor(lanes: int) -> None:
+    a, b = rand("int32", low=-50, high=50), _divisors("int32")
+    f = elementwise(lambda x, y: FloorDiv(x, y), ["int32"] * 2, "int32", lanes=lanes)
+    np.testing.assert_array_equal(run(f, a, b), a // b)
+    f = elementwise(lambda x, y: FloorMod(x, y), ["int32"] * 2, "int32", lanes=lanes)
+    np.testing.assert_array_equal(run(f, a, b), a % b)
+    f = elementwise(lambda x, y: Div(x, y), ["int32"] * 2, "int32", lanes=lanes)
+    np.testing.assert_array_equal(run(f, a, b), np.trunc(a / b).astype("int32"))
+
+
+@pytest.mark.parametrize("divisor", [8, 7, -3, 1])
+@pytest.mark.parametrize("dtype", ["int32", "int64", "int8"])
+def test_floordiv_floormod_constant_divisor(divisor: int, dtype: str) -> None:
+    a = rand(dtype, low=-100, high=100)
+    for lanes in (1, 8):
+        def c(x: Expr) -> Expr:
+            return const(divisor, x.dtype)
+        f = elementwise(lambda x: FloorDiv(x, c(x)), [dtype], dtype, lanes=lanes)
+        np.testing.assert_array_equal(run(f, a), a // divisor)
+        f = elementwise(lambda x: FloorMod(x, c(x)), [dtype], dtype, lanes=lanes)
+        np.testing.assert_array_equal(run(f, a), a % divisor)
+
+
+def test_unsigned_floordiv() -> None:
+    a, b = rand("uint8", low=0, high=255), rand("uint8", low=1, high=20)
+    f = elementwise(lambda x, y: FloorMod(x, y) + FloorDiv(x, y), ["uint8"] * 2, "uint8")
+    np.testing.assert_array_equal(run(f, a, b), a % b + a // b)
+
+
+_erf = np.vectorize(math.erf)
+_UNARY = {
+    "exp": np.exp, "exp2": np.exp2, "log": np.log, "log2": np.log2, "sqrt": np.sqrt,
+    "rsqrt": lambda x: 1 / np.sqrt(x), "tanh": np.tanh, "sigmoid": lambda x: 1 / (1 + np.exp(-x)),
+    "erf": _erf, "floor": np.floor, "ceil": np.ceil, "round": np.round, "trunc": np.trunc,
+    "fabs": np.abs, "sin": np.sin, "cos": np.cos,
+}
+_POSITIVE = ("log", "log2", "sqrt", "rsqrt")
+
+
+@pytest.mark.parametrize("name", sorted(_UNARY))
+@pytest.mark.parametrize("dtype,lanes", [("float32", 1), ("float32", 16), ("float64", 4),
+                                         ("float16", 8)])
+def test_unary_intrinsics(name: str, dtype: str, lanes: int) -> None:
+    x = rand(dtype, low=0.1, high=5) if name in _POSITIVE else rand(dtype, low=-5, high=5)
+    if name == "round":
+        x[:4] = np.array([0.5, 1.5, 2.5, -0.5], dtype)  # halves round to even
+    f = elementwise(lambda a: Call(a.dtype, name, (a,)), [dtype], dtype, lanes=lanes)
+    expected = _UNARY[name](x.astype("float64"))
+    tolerance = {"float16": 2e-3, "float32": 2e-6, "float64": 1e-12}[dtype]
+    np.testing.assert_allclose(run(f, x).astype("float64"), expected, rtol=tolerance,
+                               atol=tolerance)
+
+
+@pytest.mark.parametrize("lanes", [1, 16])
+def test_pow_and_fma(lanes: int) -> None:
+    x, y, z = rand("float32", low=0.5, high=3), rand("float32", low=-2, high=2), rand("float32")
+    f = elementwise(lambda a, b, c: Call(a.dtype, "pow", (a, b)) + Call(a.dtype, "fma", (a, b, c)),
+                    ["float32"] * 3, "float32", lanes=lanes)
+    np.testing.assert_allclose(run(f, x, y, z), x ** y + (x * y + z), rtol=1e-5)
+
+
+def test_intrinsic_arity_is_checked() -> None:
+    f = elementwise(lambda a: Call(a.dtype, "exp", (a, a)), ["float32"], "float32")
+    with pytest.raises(CodegenError, match="'exp' takes 1 argument"):
+        build_llvm(f)
+
+
+# ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("n", [256, 65536])  # stack, then heap
+def test_allocate_temporary(n: int) -> None:
+    a, b = buffer("A", (n,), "float32"), buffer("B", (n,), "float32")
+    t = buffer("T", (n,), "float32", scope="local" if n < 1000 else "global")
+    i, j = Var("i"), Var("j")
+    body = Allocate(t, seq(
+        For(i, const(0), const(n), ForKind.SERIAL, Store(t, Load(a, (i,)) * 2.0, (i,))),
+        For(j, const(0), const(n), ForKind.SERIAL,
+            Store(b, Load(t, (const(n - 1) - j,)) + 1.0, (j,)))))
+    x, out = rand("float32", n), np.zeros(n, "float32")
+    mod = build_llvm(PrimFunc("tmp", (a, b), body))
+    mod(x, out)
+    np.testing.assert_allclose(out, x[::-1] * 2 + 1, rtol=1e-6)
+    assert ("aligned_alloc" in mod.get_source("ll")) == (n * 4 > 64 * 1024)
+
+
+def test_serial_reduction_with_scalar_param() -> None:
+    rows, cols = 16, 33
+    a, c = buffer("A", (rows * cols,), "float32"), buffer("C", (rows,), "float32")
+    scale = Var("scale", "float32")
+    i, k = Var("i"), Var("k")
+    body = For(i, const(0), const(rows), ForKind.SERIAL, seq(
+        Store(c, const(0.0), (i,)),
+        For(k, const(0), const(cols), ForKind.SERIAL,
+            Store(c, Load(c, (i,)) + Load(a, (i * cols + k,)) * scale, (i,)))))
+    x, out = rand("float32", rows * cols), np.zeros(rows, "float32")
+    build_llvm(PrimFunc("rowsum", (a, c, scale), body))(x, out, 0.5)
+    np.testing.assert_allclose(out, x.reshape(rows, cols).sum(1) * 0.5, rtol=1e-5, atol=1e-5)
+
+
+def test_let_if_then_else_and_predicates() -> None:
+    a, b = buffer("A", (N,), "float32"), buffer("B", (N,), "float32")
+    i, v = Var("i"), Var("v", "float32")
+    body = For(i, const(0), const(N), ForKind.SERIAL, LetStmt(v, Load(a, (i,)) * 3.0, IfThenElse(
+        FloorMod(i, const(2)) == 0,
+        Store(b, Let(Var("w", "float32"), v, v + 1.0), (i,)),
+        Store(b, Load(a, (i,), predicate=i < 40) - v, (i,), predicate=i > 10))))
+    x, out = rand("float32"), np.full(N, 7, "float32")
+    build_llvm(PrimFunc("branchy", (a, b), body))(x, out)
+    idx = np.arange(N)
+    expected = np.where(idx % 2 == 0, x * 3 + 1,
+                        np.where(idx > 10, np.where(idx < 40, x, 0) - x * 3, 7))
+    np.testing.assert_allclose(out, expected, rtol=1e-6)
+
+
+def test_masked_vector_load_store() -> None:
+    a, b = buffer("A", (N,), "float32"), buffer("B", (N,), "float32")
+    i = Var("i")
+    index = ramp(i * 8, 8)
+    keep = Ramp(i * 8, const(1), 8) < Broadcast(const(N - 5), 8)
+    body = For(i, const(0), const(N // 8), ForKind.SERIAL,
+               Store(b, Load(a, (index,), predicate=keep) + 1.0, (index,),
+                     predicate=Ramp(i * 8, const(1), 8) >= Broadcast(const(3), 8)))
+    x, out = rand("float32"), np.zeros(N, "float32")
+    build_llvm(PrimFunc("masked", (a, b), body))(x, out)
+    idx = np.arange(N)
+    expected = np.where(idx >= 3, np.where(idx < N - 5, x, 0) + 1, 0)
+    np.testing.assert_allclose(out, expected, rtol=1e-6)
+
+
+# ---------------------------------------------------------------------------------------
+def _thread_ids_kernel(n: int) -> PrimFunc:
+    out = buffer("tid", (n,), "int32")
+    i = Var("i")
+    tid = Call(out.dtype, "omp_get_thread_num", ())
+    return PrimFunc("tids", (out,), For(i, const(0), const(n), ForKind.PARALLEL,
+                                       Store(out, tid, (i,))))
+
+
+def test_parallel_loop_uses_threads() -> None:
+    from ember.runtime import threadpool
+
+    n = 1000
+    a, b, c = (buffer(x, (n,), "float32") for x in "ABC")
+    scale = Var("scale", "float32")
+    i = Var("i")
+    body = For(i, const(0), const(n), ForKind.PARALLEL,
+               Store(c, Load(a, (i,)) * scale + Load(b, (i,)), (i,)))
+    x, y, out = rand("float32", n), rand("float32", n), np.zeros(n, "float32")
+    build_llvm(PrimFunc("axpy", (a, b, c, scale), body))(x, y, out, 2.0)
+    np.testing.assert_allclose(out, 2 * x + y, rtol=1e-6)
+
+    ids = np.full(n, -1, "int32")
+    previous = threadpool.num_threads()
+    try:
+        threadpool.set_num_threads(2)
+        build_llvm(_thread_ids_kernel(n))(ids)
+        assert set(ids.tolist()) == {0, 1}
+        assert (np.diff(ids) >= 0).all()  # static contiguous chunks
+        threadpool.set_num_threads(1)
+        build_llvm(_thread_ids_kernel(n))(ids)
+        assert set(ids.tolist()) == {0}
+    finally:
+        threadpool.set_num_threads(previous)
+
+
+def test_nested_parallel_with_local_allocation() -> None:
+    rows, cols = 8, 40
+    a, b = buffer("A", (rows * cols,), "float32"), buffer("B", (rows * cols,), "float32")
+    t = buffer("T", (cols,), "float32", scope="local")
+    i, j, k = Var("i"), Var("j"), Var("k")
+    inner = Allocate(t, seq(
+        For(j, const(0), const(cols), ForKind.PARALLEL,
+            Store(t, Load(a, (i * cols + j,)) + 1.0, (j,))),
+        For(k, const(0), const(cols), ForKind.SERIAL,
+            Store(b, Load(t, (const(cols - 1) - k,)), (i * cols + k,)))))
+    body = For(i, const(0), const(rows), ForKind.PARALLEL, inner)
+    x, out = rand("float32", rows * cols), np.zeros(rows * cols, "float32")
+    build_llvm(PrimFunc("nested", (a, b), body))(x, out)
+    expected = (x.reshape(rows, cols)[:, ::-1] + 1).ravel()
+    np.testing.assert_allclose(out, expected, rtol=1e-6)
+
+
+def test_parallel_loop_with_offset_and_int64_index() -> None:
+    n = 100
+    a = buffer("A", (n,), "int64")
+    i = Var("i", "int64")
+    body = For(i, IntImm(5, i.dtype), IntImm(90, i.dtype), ForKind.PARALLEL,
+               Store(a, i * i, (i,)))
+    out = np.zeros(n, "int64")
+    build_llvm(PrimFunc("squares", (a,), body))(out)
+    expected = np.arange(n) ** 2
+    expected[:5] = 0
+    expected[95:] = 0
+    np.testing.assert_array_equal(out, expected)
+
+
+# ---------------------------------------------------------------------------------------
+def test_cache_returns_same_module_per_name() -> None:
+    f1 = elementwise(lambda a: a + 1.0, ["float32"], "float32", name="inc")
+    f2 = elementwise(lambda a: a + 1.0, ["float32"], "float32", name="inc")
+    f3 = elementwise(lambda a: a + 1.0, ["float32"], "float32", name="inc2")
+    assert build_llvm(f1) is build_llvm(f2)
+    other = build_llvm(f3)
+    assert other.name == "inc2" and other is not build_llvm(f1)
+    both = compile_llvm([f1, f3])
+    assert set(both) == {"inc", "inc2"}
+    x = rand("float32")
+    out = np.zeros(N, "float32")
+    both["inc2"](x, out)
+    np.testing.assert_allclose(out, x + 1, rtol=1e-6)
+
+
+def test_errors_name_the_problem() -> None:
+    a2 = buffer("A", (4, 4), "float32")
+    i = Var("i")
+    unflat = PrimFunc("unflat", (a2,), For(i, const(0), const(4), ForKind.SERIAL,
+                                           Store(a2, const(1.0), (i, i))))
+    with pytest.raises(CodegenError, match="buffer 'A' has 2 indices"):
+        build_llvm(unflat)
+    a = buffer("A", (4,), "float32")
+    bound = PrimFunc("gpu", (a,), For(i, const(0), const(4), ForKind.THREAD_BINDING,
+                                      Store(a, const(1.0), (i,)), thread_tag="threadIdx.x"))
+    with pytest.raises(CodegenError, match="GPU thread axis 'threadIdx.x'"):
+        build_llvm(bound)
+    free = PrimFunc("free", (a,), Store(a, Cast(a.dtype, Var("n")), (const(0),)))
+    with pytest.raises(CodegenError, match="variable 'n' is used but not bound"):
+        build_llvm(free)
+    with pytest.raises(CodegenError, match="cannot run code for"):
+        build_llvm(elementwise(lambda x: x, ["float32"], "float32"),
+                   "llvm -mtriple=aarch64-linux-gnu")
+    dup = elementwise(lambda x: x, ["float32"], "float32", name="same")
+    with pytest.raises(CodegenError, match="repeated: same"):
+        compile_llvm([dup, elementwise(lambda x: x, ["float32"], "float32", name="same")])
+
+
+def test_extern_call_statement() -> None:
+    a = buffer("A", (4,), "int32")
+    body = seq(Evaluate(Call(a.dtype, "abs", (const(-3),))),
+               Store(a, Call(a.dtype, "abs", (const(-5),)), (const(0),)))
+    out = np.zeros(4, "int32")
+    build_llvm(PrimFunc("ext", (a,), body))(out)
+    assert out[0] == 5
+
+
+@pytest.mark.parametrize("target,magic", [
+    ("llvm -mtriple=aarch64-linux-gnu -mattr=+neon", b"\x7fELF"),
+    ("llvm -mtriple=armv7a-linux-gnueabihf -mattr=+neon", b"\x7fELF"),
+    ("wasm", b"\x00asm"),
+    ("llvm -mtriple=x86_64-linux-gnu -mcpu=skylake-avx512", b"\x7fELF"),
+])
+def test_object_emission_for_cross_targets(target: str, magic: bytes) -> None:
+    f = elementwise(lambda a, b: a * b + Call(a.dtype, "sqrt", (a,)), ["float32"] * 2,
+                    "float32", lanes=4)
+    obj = emit_object([f], target)
+    assert obj.startswith(magic) and len(obj) > 100
+
+
+def test_cross_assembly_uses_target_vectors() -> None:
+    f = elementwise(lambda a, b, c: a * b + c, ["float32"] * 3, "float32", n=256, lanes=4)
+    neon = emit_assembly([f], "llvm -mtriple=aarch64-linux-gnu -mattr=+neon")
+    assert "fmla" in neon or "fmadd" in neon
+    wasm = emit_assembly([f], "wasm")
+    assert "f32x4.mul" in wasm
+    ptx = emit_assembly([elementwise(lambda a: a + 1.0, ["float32"], "float32")], "cuda")
+    assert ".version" in ptx and ("add.f32" in ptx or "add.rn.f32" in ptx)
