@@ -13,6 +13,7 @@ import math
 import numpy as np
 
 from ember.codegen.c_names import Scopes, compute_ctype, storage_ctype, type_suffix
+from ember.codegen.intrinsics import INTRINSICS, c_function, lookup
 from ember.dtype import DType
 from ember.errors import CodegenError
 from ember.tir import expr as E
@@ -25,15 +26,7 @@ PRIMARY, UNARY, MUL, ADD, REL, EQUAL, LAND, LOR, COND = 16, 15, 13, 12, 10, 9, 5
 _ARITH = {E.Add: ("+", ADD), E.Sub: ("-", ADD), E.Mul: ("*", MUL), E.Div: ("/", MUL)}
 _LOGIC = {E.EQ: ("==", EQUAL), E.NE: ("!=", EQUAL), E.LT: ("<", REL), E.LE: ("<=", REL),
           E.GT: (">", REL), E.GE: (">=", REL), E.And: ("&&", LAND), E.Or: ("||", LOR)}
-# intrinsic -> (number of arguments, C function for double; float adds the "f" suffix)
-_MATH = {"exp": (1, "exp"), "exp2": (1, "exp2"), "log": (1, "log"), "log2": (1, "log2"),
-         "sqrt": (1, "sqrt"), "tanh": (1, "tanh"), "erf": (1, "erf"), "floor": (1, "floor"),
-         "ceil": (1, "ceil"), "trunc": (1, "trunc"), "fabs": (1, "fabs"), "sin": (1, "sin"),
-         "cos": (1, "cos"), "pow": (2, "pow"), "fma": (3, "fma"),
-         # numpy and ONNX round half to even: nearbyint in the default rounding mode
-         "round": (1, "nearbyint"),
-         # built from other functions below
-         "rsqrt": (1, "sqrt"), "sigmoid": (1, "exp")}
+
 
 
 def _paren(text: str, prec: int, need: int) -> str:
@@ -318,20 +311,19 @@ class ExprPrinter:
         return self.expr(indices[0], lane, bare=True)
 
     def _call(self, e: E.Call, lane: str | None) -> tuple[str, int]:
-        if e.name not in _MATH:
+        info = lookup(e.name, len(e.args))
+        if info is None:
             raise CodegenError(f"call of unknown function '{e.name}' in {e}; the C back end "
-                               f"knows the intrinsics {', '.join(sorted(_MATH))}")
-        arity, base = _MATH[e.name]
-        if len(e.args) != arity:
-            raise CodegenError(f"intrinsic '{e.name}' takes {arity} argument(s), got "
-                               f"{len(e.args)} in {e}")
+                               f"knows the intrinsics {', '.join(sorted(INTRINSICS))}")
         element = e.dtype.element
         if not element.is_float or any(a.dtype.element != element for a in e.args):
             types = ", ".join(str(a.dtype) for a in e.args)
             raise CodegenError(f"intrinsic '{e.name}' needs float arguments of its result type "
                                f"{e.dtype}, got ({types})")
         double = element.bits == 64
-        function = base if double else base + "f"
+        # rsqrt and sigmoid have no libm function: 1 / sqrt(x) and 1 / (1 + exp(-x))
+        base = {"rsqrt": "sqrt", "sigmoid": "exp"}.get(e.name, e.name)
+        function = c_function(base, element.bits)
         one = "1.0" if double else "1.0f"
         if e.name == "rsqrt":
             text, prec = f"{one} / {function}({self.expr(e.args[0], lane)})", MUL

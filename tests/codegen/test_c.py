@@ -183,6 +183,15 @@ def test_intrinsics_match_numpy(dtype: str) -> None:
     np.testing.assert_allclose(run(fma, a, b, c), a * b + c, rtol=1e-5, atol=1e-5)
 
 
+def test_float16_intrinsics() -> None:
+    x = rand("float16", low=-3, high=3)
+    for name in ("exp", "tanh", "sigmoid", "rsqrt"):
+        f = elementwise(lambda a: Call(dt.float16, name, (Call(dt.float16, "fabs", (a,)),)),
+                        ["float16"], "float16")
+        reference = _INTRINSICS[name][0](np.abs(x).astype(np.float32)).astype(np.float16)
+        np.testing.assert_allclose(run(f, x), reference, rtol=1e-3, err_msg=name)
+
+
 # ------------------------------------------------------------------------------------------
 # statements
 def _matvec(rows: int, cols: int, kind: ForKind) -> PrimFunc:
