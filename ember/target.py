@@ -147,7 +147,7 @@ class Target:
             if (("avx512f" in enabled or self.cpu in _AVX512_CPUS)
                     and "avx512f" not in disabled):
                 return 512
-            if (("avx2" in enabled or "avx" in enabled or self.cpu in _AVX2_CPUS)
+            if (("avx2" in enabled or "avx" in enabled or self.cpu in _AVX2_CPUS + _AVX512_CPUS)
                     and "avx" not in disabled):
                 return 256
         return 128  # SSE, NEON, wasm simd128; GPUs: float4-style accesses
