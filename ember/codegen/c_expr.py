@@ -3,7 +3,8 @@
 A vector expression is printed for one lane at a time: `print(e, lane="lane")` replaces each
 Ramp by `base + lane * stride`, each Broadcast by its scalar and each vector variable by its
 element, so a vector Store becomes a small scalar loop over lanes. Let expressions become
-`const` locals declared before the statement that uses them (`ExprPrinter.prelude`).
+`const` locals declared before the statement that uses them (`ExprPrinter.prelude`), except
+under a guard (a Select branch, the right side of && or ||), where they are substituted.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from ember.errors import CodegenError
 from ember.tir import expr as E
 from ember.tir.expr import Expr
 from ember.tir.function import Buffer
+from ember.tir.functor import substitute
 
 # C operator precedence (higher binds tighter)
 PRIMARY, UNARY, MUL, ADD, REL, EQUAL, LAND, LOR, COND = 16, 15, 13, 12, 10, 9, 5, 4, 3
@@ -116,6 +118,7 @@ class ExprPrinter:
         self.buffer_types = buffer_types
         self.helpers: set[str] = set()
         self.prelude: list[str] = []
+        self._guarded = 0  # > 0 inside a Select branch, a right operand of && / ||, ...
 
     def expr(self, e: Expr, lane: str | None = None, bare: bool = False) -> str:
         """C text of `e`; vector expressions need the name of the lane variable.
@@ -160,14 +163,19 @@ class ExprPrinter:
                 return self._wrap_narrow(e.dtype, f"~{self.sub(a, lane, UNARY)}", UNARY)
             case E.Select(condition, true_value, false_value):
                 cond = self.sub(condition, lane, EQUAL)
+                self._guarded += 1
                 yes = self.sub(true_value, lane, COND + 1)
                 no = self.sub(false_value, lane, COND + 1)
+                self._guarded -= 1
                 return f"{cond} ? {yes} : {no}", COND
             case E.Ramp(base, stride, _):
                 return self._ramp(base, stride, lane)
             case E.Broadcast(value, _):
                 return self.print(value, None)
             case E.Let(var, value, body):
+                if self._guarded:
+                    # hoisting would evaluate `value` even where the guard is false
+                    return self.print(substitute(body, {var: value}), lane)
                 self._hoist_let(var, value, lane)
                 return self.print(body, lane)
             case E.Load():
@@ -221,7 +229,10 @@ class ExprPrinter:
             if nested and not (type(child) is type(e) and isinstance(e, (E.And, E.Or))):
                 need = PRIMARY  # keep -Wparentheses quiet and the reading obvious
             other = e.b if child is e.a else e.a
+            guarded = int(child is e.b and isinstance(e, (E.And, E.Or)))
+            self._guarded += guarded
             texts.append(self.sub(child, lane, need, typed(other)))
+            self._guarded -= guarded
         return f"{texts[0]} {op} {texts[1]}", prec
 
     def _floor(self, e: E.BinaryOp, lane: str | None) -> tuple[str, int]:
@@ -275,7 +286,9 @@ class ExprPrinter:
         self.scopes.bind(var, name, "scalar")
 
     def _load(self, e: E.Load, lane: str | None) -> tuple[str, int]:
+        self._guarded += int(e.predicate is not None)
         element = f"{self.pointer(e.buffer, 'load')}[{self.index(e.indices, e.buffer, lane)}]"
+        self._guarded -= int(e.predicate is not None)
         text, prec = element, PRIMARY
         if e.buffer.dtype.is_bool:
             text, prec = f"{element} != 0", EQUAL

@@ -287,6 +287,20 @@ def test_let_if_else_chain_and_scalar_params() -> None:
     assert "unused" not in source
 
 
+def test_let_under_a_guard_is_not_hoisted() -> None:
+    """select(i < 60, let t = A[i + 4] in t * t, 0) must not read A[i + 4] when i >= 60."""
+    t = Var("t", dt.float32)
+    c = buffer("C", (N,))
+    a = buffer("A", (N,))
+    i = Var("i")
+    value = Select(i < N - 4, Let(t, ld(a, i + 4), t * t), const(0.0))
+    f = PrimFunc("guarded", (a, c), loop(i, N, st(c, value, i)))
+    source = codegen_c([f])
+    assert "C[i] = i < 60 ? A[i + 4] * A[i + 4] : 0.0f;" in source
+    x = rand("float32")
+    np.testing.assert_allclose(run(f, x), np.concatenate([x[4:] ** 2, np.zeros(4)]), rtol=1e-6)
+
+
 def test_predicated_accesses_and_unrolled_loop() -> None:
     a, c = buffer("A", (N,)), buffer("C", (N,))
     i, j = Var("i"), Var("j")
