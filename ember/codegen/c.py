@@ -9,7 +9,7 @@ and constant-sized, else on the heap (64-byte aligned, failure reported as a non
 
 from __future__ import annotations
 
-from ember.codegen.c_expr import ExprPrinter, strip_call
+from ember.codegen.c_expr import ExprPrinter, always_true, strip_call
 from ember.codegen.c_helpers import helper_source
 from ember.codegen.c_names import RESERVED, Scopes, c_identifier, compute_ctype, storage_ctype
 from ember.dtype import DType
@@ -244,7 +244,9 @@ class _FunctionPrinter:
         if s.buffer.dtype.is_float and s.buffer.dtype.bits == 16:
             value = strip_call(value, "ember_f16_round")  # the store rounds anyway
             value = f"{self.exprs.helper('ember_f32_to_f16')}({value})"
-        predicate = None if s.predicate is None else self.exprs.expr(s.predicate, lane)
+        predicate = None
+        if s.predicate is not None and not always_true(s.predicate):
+            predicate = self.exprs.expr(s.predicate, lane)
         self.flush()
         if predicate is None:
             self.emit(f"{pointer}[{index}] = {value};")

@@ -92,6 +92,13 @@ def typed(e: Expr) -> bool:
     return True
 
 
+def always_true(e: Expr) -> bool:
+    """A predicate that holds in every lane: True or a broadcast of True."""
+    if isinstance(e, E.Broadcast):
+        e = e.value
+    return E.is_const_int(e, 1)
+
+
 def strip_call(text: str, function: str) -> str:
     """`function(x)` -> `x` when the call spans all of `text`; else `text` unchanged."""
     if not (text.startswith(function + "(") and text.endswith(")")):
@@ -161,6 +168,8 @@ class ExprPrinter:
                 if a.dtype.is_bool:
                     return f"!{self.sub(a, lane, UNARY)}", UNARY
                 return self._wrap_narrow(e.dtype, f"~{self.sub(a, lane, UNARY)}", UNARY)
+            case E.Select(E.IntImm(value), true_value, false_value):
+                return self.print(true_value if value else false_value, lane)
             case E.Select(condition, true_value, false_value):
                 cond = self.sub(condition, lane, EQUAL)
                 self._guarded += 1
@@ -294,7 +303,7 @@ class ExprPrinter:
             text, prec = f"{element} != 0", EQUAL
         elif e.buffer.dtype.is_float and e.buffer.dtype.bits == 16:
             text = f"{self.helper('ember_f16_to_f32')}({element})"
-        if e.predicate is not None:
+        if e.predicate is not None and not always_true(e.predicate):
             cond = self.sub(e.predicate, lane, EQUAL)
             text = f"{cond} ? {_paren(text, prec, COND + 1)} : {_zero(e.buffer.dtype)}"
             prec = COND

@@ -307,6 +307,32 @@ def test_let_under_a_guard_is_not_hoisted() -> None:
     np.testing.assert_allclose(run(f, x), np.concatenate([x[4:] ** 2, np.zeros(4)]), rtol=1e-6)
 
 
+def test_always_true_predicates_and_selects_vanish() -> None:
+    a, c = buffer("A", (N,)), buffer("C", (N,))
+    i = Var("i")
+    vec = Ramp(i * 4, const(1), 4)
+    true4 = Broadcast(const(True), 4)
+    value = Select(const(True), Load(a, (vec,), predicate=true4), Broadcast(const(0.0), 4))
+    f = PrimFunc("plain", (a, c), loop(i, N // 4, Store(c, value, (vec,), predicate=true4)))
+    assert "C[i * 4 + lane] = A[i * 4 + lane];" in codegen_c([f])
+    x = rand("float32")
+    np.testing.assert_array_equal(run(f, x), x)
+
+
+def test_schedule_through_pipeline_to_c() -> None:
+    """A tiled, packed, vectorized, parallel matmul lowered by the pipeline, built as C."""
+    import ember
+    from ember.ops.matmul import matmul, schedule_matmul_x86
+
+    a_t, b_t, packed, c_t = matmul(64, 64, 64)
+    module = ember.build(schedule_matmul_x86(c_t, packed), [a_t, b_t, c_t], target="c")
+    a, b = rng.standard_normal((64, 64), np.float32), rng.standard_normal((64, 64), np.float32)
+    c = np.zeros((64, 64), np.float32)
+    module(a, b, c)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
+    assert "#pragma omp parallel for" in module.get_source("c")
+
+
 def test_predicated_accesses_and_unrolled_loop() -> None:
     a, c = buffer("A", (N,)), buffer("C", (N,))
     i, j = Var("i"), Var("j")
