@@ -215,6 +215,23 @@ def test_unary_intrinsics(name: str, dtype: str, lanes: int) -> None:
                                atol=tolerance)
 
 
+@pytest.mark.parametrize("name,low,high", [("exp", -104, 89), ("tanh", -12, 12),
+                                           ("tanh", -1e-3, 1e-3), ("sigmoid", -90, 90)])
+def test_vector_float32_polynomials_are_accurate(name: str, low: float, high: float) -> None:
+    n = 1 << 14
+    x = np.linspace(low, high, n).astype("float32")
+    f = elementwise(lambda a: Call(a.dtype, name, (a,)), ["float32"], "float32", n=n, lanes=16)
+    with np.errstate(over="ignore"):
+        expected = _UNARY[name](x.astype("float64")).astype("float32")
+    np.testing.assert_allclose(run(f, x, n=n), expected, rtol=4e-7, atol=1e-44)
+    special = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-30, -200, 200] * 2, "float32")
+    f16 = elementwise(lambda a: Call(a.dtype, name, (a,)), ["float32"], "float32", n=16,
+                      lanes=16)
+    with np.errstate(over="ignore"):
+        expected = _UNARY[name](special.astype("float64")).astype("float32")
+    np.testing.assert_allclose(run(f16, special, n=16), expected, rtol=4e-7, atol=1e-40)
+
+
 @pytest.mark.parametrize("lanes", [1, 16])
 def test_pow_and_fma(lanes: int) -> None:
     x, y, z = rand("float32", low=0.5, high=3), rand("float32", low=-2, high=2), rand("float32")
