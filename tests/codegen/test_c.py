@@ -223,18 +223,23 @@ def test_reduction_with_local_accumulator(kind: ForKind) -> None:
     assert ("#pragma omp parallel for" in source) == (kind == ForKind.PARALLEL)
 
 
-@pytest.mark.parametrize("size,parallel", [(16, False), (5000, False), (5000, True)])
-def test_allocated_temporary(size: int, parallel: bool) -> None:
-    """tmp = 2 * A; B = tmp + reversed(tmp): small ones on the stack, big ones on the heap."""
-    rows = 3
+def _temporary(size: int, parallel: bool, rows: int = 3) -> PrimFunc:
+    """tmp = 2 * A; B = tmp + reversed(tmp), row by row, with tmp allocated per row."""
     a, b = buffer("A", (rows * size,)), buffer("B", (rows * size,))
     tmp = buffer("tmp", (size,))
     r, i, j = Var("r"), Var("i"), Var("j")
     body = Allocate(tmp, seq(
         loop(i, size, st(tmp, ld(a, r * size + i) * 2.0, i)),
         loop(j, size, st(b, ld(tmp, j) + ld(tmp, size - 1 - j), r * size + j))))
-    f = PrimFunc("temp", (a, b), loop(r, rows, body, ForKind.PARALLEL if parallel else
-                                       ForKind.SERIAL))
+    kind = ForKind.PARALLEL if parallel else ForKind.SERIAL
+    return PrimFunc(f"temp_{size}_{int(parallel)}", (a, b), loop(r, rows, body, kind))
+
+
+@pytest.mark.parametrize("size,parallel", [(16, False), (5000, False), (5000, True)])
+def test_allocated_temporary(size: int, parallel: bool) -> None:
+    """Small temporaries live on the stack, big ones on the heap (also inside parallel loops)."""
+    rows = 3
+    f = _temporary(size, parallel, rows)
     x = rand("float32", rows * size)
     t = (x * 2).reshape(rows, size)
     np.testing.assert_allclose(run(f, x), (t + t[:, ::-1]).ravel(), rtol=1e-6)
@@ -242,6 +247,23 @@ def test_allocated_temporary(size: int, parallel: bool) -> None:
     assert ("ember_alloc(" in source) == (size > 256)
     assert ("ember_free(tmp);" in source) == (size > 256)
     assert ("status = -1;" in source) == parallel
+
+
+def test_nested_heap_buffers_report_failure_through_a_status() -> None:
+    size = 2000
+    a, b = buffer("A", (size,)), buffer("B", (size,))
+    t1, t2 = buffer("t1", (size,)), buffer("t2", (size,))
+    i, j, k = Var("i"), Var("j"), Var("k")
+    body = Allocate(t1, seq(
+        loop(i, size, st(t1, ld(a, i) * 2.0, i)),
+        Allocate(t2, seq(loop(j, size, st(t2, ld(t1, j) + 1.0, j)),
+                         loop(k, size, st(b, ld(t2, k), k))))))
+    f = PrimFunc("nested", (a, b), body)
+    source = codegen_c([f])
+    assert "return -1;" in source  # t1: nothing to release yet
+    assert "status = -1;" in source and "return status;" in source  # t2 must free t1
+    x = rand("float32", size)
+    np.testing.assert_allclose(run(f, x), x * 2 + 1, rtol=1e-6)
 
 
 def test_vector_ramp_load_store_and_broadcast() -> None:
@@ -385,7 +407,7 @@ def test_golden_text() -> None:
     assert source.endswith(GOLDEN)
 
 
-def test_source_compiles_strictly_without_openmp() -> None:
+def test_source_compiles_strictly() -> None:
     """Everything the printer emits is warning-free, pedantic C99."""
     funcs = [_matvec(4, 4, ForKind.PARALLEL)]
     a, b = buffer("A", (N,), "float16"), buffer("B", (N,), "int64")
@@ -398,8 +420,11 @@ def test_source_compiles_strictly_without_openmp() -> None:
                             st(b, FloorMod(ld(b, vec), Broadcast(const(-5, "int64"), 4)), vec)),
              ForKind.PARALLEL),
         loop(j, 2, Allocate(big, st(big, const(1, "uint8"), j)), ForKind.UNROLLED))))
+    funcs.append(_temporary(5000, True))
     source = codegen_c(funcs)
-    compile_shared(source, ["-Wall", "-Wextra", "-Werror", "-pedantic"], openmp=False)
+    strict = ["-Wall", "-Wextra", "-Werror", "-pedantic"]
+    compile_shared(source, strict, openmp=False)
+    compile_shared(source, strict, openmp=True)
 
 
 # ------------------------------------------------------------------------------------------
