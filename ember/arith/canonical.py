@@ -129,6 +129,12 @@ class Sum:
             g = math.gcd(g, c)
         return g
 
+    def content(self) -> int:
+        """The gcd of the coefficients and the constant, signed like the first coefficient."""
+        g = math.gcd(self.coeff_gcd(), self.const)
+        first = next(iter(self.terms.values()), self.const)
+        return -g if first < 0 else g
+
     def exact_div(self, divisor: int) -> Sum:
         return Sum({m: c // divisor for m, c in self.terms.items()}, self.const // divisor)
 
@@ -184,7 +190,11 @@ class Canonical:
                 (m1, c1), = sa.terms.items()
                 (m2, c2), = sb.terms.items()
                 return self._term(tuple(sorted(m1 + m2)), c1 * c2)
-            return self.atom(self.ordered_product(e))
+            # (g1*A) * (g2*B) -> (g1*g2) * (A*B), the contents g1, g2 taken out of each side
+            g1, g2 = sa.content(), sb.content()
+            product = self.ordered_product(self.from_sum(sa.exact_div(g1), e.dtype),
+                                           self.from_sum(sb.exact_div(g2), e.dtype))
+            return self.atom(product).scale(g1 * g2)
         return self.atom(e)
 
     def atom(self, e: Expr) -> Sum:
@@ -194,12 +204,13 @@ class Canonical:
         self._mono_order.setdefault(mono, len(self._mono_order))
         return Sum({mono: coeff}, 0)
 
-    def ordered_product(self, e: Expr) -> Expr:
-        """A non-linear product with its operands in key order, so a*b and b*a are one atom."""
-        a, b = e.a, e.b  # type: ignore[attr-defined]
-        if self.keys.key(b) < self.keys.key(a):
-            return Mul(b, a)
-        return e
+    @staticmethod
+    def ordered_product(a: Expr, b: Expr) -> Expr:
+        """A non-linear product in a fixed operand order, so a*b and b*a are one atom."""
+        if (type(b) is not Add and type(b) is not Sub, str(b)) < (
+                type(a) is not Add and type(a) is not Sub, str(a)):
+            a, b = b, a
+        return Mul(a, b)
 
     # Sum -> expression ------------------------------------------------------------------
     def monomial_expr(self, mono: Monomial) -> Expr:

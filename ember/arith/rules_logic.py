@@ -48,7 +48,7 @@ def rewrite_compare(s: Simplifier, e: Any) -> Expr | None:
         decided = _decide(op, s.diff_bound(a, b))
         return None if decided is None else make_const(int(decided), e.dtype)
     d = s.to_sum(a) - s.to_sum(b)
-    decided = _decide(op, s.sum_bound(d))
+    decided = _decide(op, s.sum_bound_deep(d))
     if decided is not None:  # decided by bounds, e.g. i < 64 with i in [0, 32)
         return make_const(int(decided), e.dtype)
     if a.dtype.kind != "int":
@@ -83,6 +83,16 @@ def _normalize(s: Simplifier, op: type, d: Sum, e: Any) -> Expr:
     return op(left, right)  # type: ignore[no-any-return]
 
 
+def _negations(s: Simplifier, a: Expr, b: Expr) -> bool:
+    """True if `b` is `!a`, also as a negated comparison: (x < y, x >= y)."""
+    if (type(b) is Not and s.same(b.a, a)) or (type(a) is Not and s.same(a.a, b)):  # type: ignore
+        return True
+    if isinstance(a, CompareOp) and isinstance(b, CompareOp) and not a.a.dtype.is_float:
+        return (_NEGATE[type(a)] is type(b) and s.same(a.a, b.a)
+                and s.same(a.b, b.b))
+    return False
+
+
 def rewrite_and(s: Simplifier, e: And) -> Expr | None:
     a, b = e.a, e.b
     if is_const_value(a, 1):  # true && x -> x
@@ -93,7 +103,7 @@ def rewrite_and(s: Simplifier, e: And) -> Expr | None:
         return make_const(0, e.dtype)
     if s.same(a, b):  # x && x -> x
         return a
-    if (type(b) is Not and s.same(b.a, a)) or (type(a) is Not and s.same(a.a, b)):
+    if _negations(s, a, b):
         return make_const(0, e.dtype)  # x && !x -> false
     return None
 
@@ -108,7 +118,7 @@ def rewrite_or(s: Simplifier, e: Or) -> Expr | None:
         return make_const(1, e.dtype)
     if s.same(a, b):  # x || x -> x
         return a
-    if (type(b) is Not and s.same(b.a, a)) or (type(a) is Not and s.same(a.a, b)):
+    if _negations(s, a, b):
         return make_const(1, e.dtype)  # x || !x -> true
     return None
 

@@ -86,9 +86,9 @@ class Simplifier:
         hi: int | None = total.const
         exprs = self.keys.exprs
         for mono, c in total.terms.items():
-            b = self.bound(exprs[mono[0]])
+            b = self._atom_bound(exprs[mono[0]])
             for k in mono[1:]:
-                b = mul_bounds(b, self.bound(exprs[k]))
+                b = mul_bounds(b, self._atom_bound(exprs[k]))
             tlo, thi = scale_bound(b, c)
             lo = None if lo is None or tlo is None else lo + tlo
             hi = None if hi is None or thi is None else hi + thi
@@ -96,10 +96,47 @@ class Simplifier:
                 break
         return lo, hi
 
+    def sum_bound_deep(self, total: Sum) -> Bound:
+        """sum_bound, tightened by replacing variables with symbolic range endpoints by them.
+
+        With j in [0, i - 1], j - i <= (i - 1) - i = -1 although neither has constant bounds.
+        """
+        lo, hi = self.sum_bound(total)
+        upper, lower = Sum({}, total.const), Sum({}, total.const)
+        changed = False
+        exprs = self.keys.exprs
+        for mono, c in total.terms.items():
+            term = Sum({mono: c}, 0)
+            atom = exprs[mono[0]]
+            rng = self.ranges.get(atom) if len(mono) == 1 and type(atom) is Var else None  # type: ignore
+            if rng is None:
+                upper, lower = upper + term, lower + term
+                continue
+            top, bottom = (rng.hi, rng.lo) if c > 0 else (rng.lo, rng.hi)
+            if top is not None and type(top) is not IntImm:
+                upper, changed = upper + self.to_sum(top).scale(c), True
+            else:
+                upper = upper + term
+            if bottom is not None and type(bottom) is not IntImm:
+                lower, changed = lower + self.to_sum(bottom).scale(c), True
+            else:
+                lower = lower + term
+        if not changed:
+            return lo, hi
+        hi2, lo2 = self.sum_bound(upper)[1], self.sum_bound(lower)[0]
+        lo = lo2 if lo is None else lo if lo2 is None else max(lo, lo2)
+        hi = hi2 if hi is None else hi if hi2 is None else min(hi, hi2)
+        return lo, hi
+
+    def _atom_bound(self, atom: Expr) -> Bound:
+        if type(atom) is Mul:  # a non-linear product (its sum is itself)
+            return mul_bounds(self.bound(atom.a), self.bound(atom.b))  # type: ignore[attr-defined]
+        return self.bound(atom)
+
     def diff_bound(self, a: Expr, b: Expr) -> Bound:
         """Bounds of a - b (scalar or vector integers)."""
         if a.dtype.lanes == 1:
-            return self.sum_bound(self.to_sum(a) - self.to_sum(b))
+            return self.sum_bound_deep(self.to_sum(a) - self.to_sum(b))
         return self.bound(self.visit(Sub(a, b)))
 
     def _bound(self, e: Expr) -> Bound:
