@@ -143,7 +143,9 @@ class ExprEmitter:
 
     # arithmetic ---------------------------------------------------------------------------
     def _int_flags(self, dtype: DType) -> tuple[str, ...]:
-        return ("nsw",) if dtype.kind == "int" else ()
+        # index-sized signed arithmetic does not wrap (lets LLVM widen indices); 8/16-bit
+        # integers are quantized data, where numpy-style wrapping is expected
+        return ("nsw",) if dtype.kind == "int" and dtype.bits >= 32 else ()
 
     def emit_Add(self, e: Add) -> ir.Value:
         a, b = self.expr(e.a), self.expr(e.b)

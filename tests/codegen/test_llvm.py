@@ -69,6 +69,13 @@ def test_elementwise_arithmetic(dtype: str, lanes: int) -> None:
                                rtol=1e-3 if dtype == "float16" else 1e-6)
 
 
+@pytest.mark.parametrize("lanes", [1, 16])
+def test_narrow_integers_wrap_like_numpy(lanes: int) -> None:
+    f = elementwise(lambda a, b: a * b + a, ["int8", "int8"], "int8", lanes=lanes)
+    a, b = rand("int8", low=-128, high=127), rand("int8", low=-128, high=127)
+    np.testing.assert_array_equal(run(f, a, b), a * b + a)
+
+
 def test_vector_fma_uses_zmm_registers() -> None:
     f = elementwise(lambda a, b, c: a * b + c, ["float32"] * 3, "float32", n=1024, lanes=16)
     a, b, c = (rand("float32", 1024) for _ in range(3))
