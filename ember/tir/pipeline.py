@@ -8,10 +8,11 @@ Order and why:
 - unroll_loops before vectorize_loops: an unrolled loop around a vectorized one becomes
   copies of it, each vectorized on its own (and a vectorized loop around an unrolled one
   keeps the unrolled straight-line code as its body).
-- lower_intrinsics after vectorization: the expansions inherit the vector width.
+- lower_intrinsics after vectorization: the expansions (erf, rsqrt) inherit the vector
+  width; exp, tanh and sigmoid are left to the back ends, which expand them faster.
 - simplify, remove_no_ops last: fold the arithmetic the passes left behind.
-flatten_buffers, vectorize_loops and lower_intrinsics run at every level: code generators
-require flat indices and no VECTORIZED loops, and sigmoid has no library function.
+flatten_buffers and vectorize_loops run at every level: code generators require flat
+indices and no VECTORIZED loops.
 """
 
 from __future__ import annotations

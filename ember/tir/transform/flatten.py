@@ -35,7 +35,8 @@ def flat_extent(buf: Buffer) -> E.Expr:
     dims = [E.as_const_int(d) for d in buf.shape]
     steps = [E.as_const_int(s) for s in strides]
     if all(d is not None for d in dims) and all(s is not None for s in steps):
-        return E.IntImm(max(d * s for d, s in zip(dims, steps)), buf.shape[0].dtype)  # type: ignore[operator]
+        size = max(d * s for d, s in zip(dims, steps))  # type: ignore[operator]
+        return E.IntImm(size, buf.shape[0].dtype)
     if not buf.strides:
         total: E.Expr = buf.shape[0]
         for d in buf.shape[1:]:
