@@ -77,6 +77,14 @@ def _emit_function(ctx: ModuleContext, func: PrimFunc) -> ir.Function:
     return fn
 
 
+def _loop_id(module: ir.Module, option: str) -> ir.MDValue:
+    """A fresh loop ID `!N = !{!N, !{!"option"}}` (loop IDs refer to themselves)."""
+    hint = module.add_metadata([ir.MetaDataString(module, option)])
+    node = ir.values.MDValue(module, [hint], name=str(len(module.metadata)))
+    node.operands = (node, hint)
+    return node
+
+
 class FunctionEmitter(ExprEmitter):
     """Translates statements into the body of one LLVM function."""
 
@@ -145,11 +153,15 @@ class FunctionEmitter(ExprEmitter):
             return
         begin = self.expr(s.begin)
         end = self.builder.add(begin, self.expr(s.extent))
-        self.serial_loop(s.var, begin, end, lambda: self.stmt(s.body))
+        unroll = ""
+        if s.kind == ForKind.UNROLLED:  # left over by unroll_loops: let LLVM unroll it
+            unroll = "llvm.loop.unroll.full" if isinstance(s.extent, IntImm) else \
+                "llvm.loop.unroll.enable"
+        self.serial_loop(s.var, begin, end, lambda: self.stmt(s.body), unroll)
 
     def serial_loop(self, var: Var, begin: ir.Value, end: ir.Value,
-                    body: Callable[[], None]) -> None:
-        """for (var = begin; var < end; ++var) body()"""
+                    body: Callable[[], None], unroll: str = "") -> None:
+        """for (var = begin; var < end; ++var) body(); `unroll` names an llvm.loop hint."""
         b_ = self.builder
         name = var.name
         preheader = b_.block
@@ -169,7 +181,9 @@ class FunctionEmitter(ExprEmitter):
         del self.vars[var]
         step = b_.add(index, constant(var.dtype, 1), flags=("nsw",) if signed else ())
         index.add_incoming(step, b_.block)
-        b_.branch(header)
+        back_edge = b_.branch(header)
+        if unroll:
+            back_edge.set_metadata("llvm.loop", _loop_id(self.module, unroll))
         b_.position_at_end(exit_block)
 
     # allocations --------------------------------------------------------------------------

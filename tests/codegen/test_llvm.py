@@ -284,6 +284,25 @@ def test_serial_reduction_with_scalar_param() -> None:
     np.testing.assert_allclose(out, x.reshape(rows, cols).sum(1) * 0.5, rtol=1e-5, atol=1e-5)
 
 
+def test_leftover_unrolled_loops_carry_unroll_hints() -> None:
+    from ember.codegen.llvm import codegen_llvm
+
+    a = buffer("A", (64,), "float32")
+    i, j, k = Var("i"), Var("j"), Var("k")
+    body = seq(
+        For(i, const(0), const(8), ForKind.SERIAL,
+            For(j, const(0), const(8), ForKind.UNROLLED,
+                Store(a, Load(a, (i * 8 + j,)) * 2.0, (i * 8 + j,)))),
+        For(k, const(0), const(64), ForKind.UNROLLED, Store(a, Load(a, (k,)) + 1.0, (k,))))
+    func = PrimFunc("unrolled", (a,), body)
+    text = str(codegen_llvm([func], HOST))
+    assert text.count("!llvm.loop") == 2 and "llvm.loop.unroll.full" in text
+    x = rand("float32")
+    expected = x * 2 + 1
+    build_llvm(func)(x)
+    np.testing.assert_allclose(x, expected, rtol=1e-6)
+
+
 def test_let_if_then_else_and_predicates() -> None:
     a, b = buffer("A", (N,), "float32"), buffer("B", (N,), "float32")
     i, v = Var("i"), Var("v", "float32")
