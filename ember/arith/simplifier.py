@@ -137,7 +137,12 @@ class Simplifier:
         """Bounds of a - b (scalar or vector integers)."""
         if a.dtype.lanes == 1:
             return self.sum_bound_deep(self.to_sum(a) - self.to_sum(b))
-        return self.bound(self.visit(Sub(a, b)))
+        # a - b in the vector's own type may wrap (uint8...): combine the operand bounds
+        # in exact integer arithmetic instead
+        (alo, ahi), (blo, bhi) = self.bound(a), self.bound(b)
+        lo = None if alo is None or bhi is None else alo - bhi
+        hi = None if ahi is None or blo is None else ahi - blo
+        return lo, hi
 
     def _bound(self, e: Expr) -> Bound:
         t = type(e)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from ember.arith import simplify
 from ember.arith.bounds import Interval, const_bounds, eval_interval
+from ember.arith.interval import union
 from ember.errors import LoweringError
 from ember.te.schedule import Attach, Fuse, Schedule, Split, Stage
 from ember.te.tensor import ComputeOp, ExternOp, ScanOp, Tensor, TensorLoad
@@ -195,7 +196,7 @@ def _needed_region(stage: Stage, reads: list[tuple[Stage, tuple[Expr, ...], int]
         root_value = done[consumer].root_value
         for d, idx in enumerate(index):
             interval = eval_interval(simplify(substitute(idx, root_value)), relax)
-            region[d] = interval if region[d] is None else region[d].union(interval)
+            region[d] = interval if region[d] is None else union(region[d], interval)
     offsets: list[Expr] = []
     extents: list[int] = []
     for d, interval in enumerate(region):

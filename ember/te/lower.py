@@ -110,11 +110,14 @@ class _Lowering:
         return self.buffers[key], self.offsets[key]  # type: ignore[index]
 
     def _make_buffers(self, stage: Stage) -> list[Buffer]:
+        """The stage's output buffers that need an allocation (created on first use)."""
         made = []
         bounds = self.bounds[stage]
         for t in stage.op.outputs:
             key = (id(stage), t.value_index)
             if key in self.buffers:
+                if self.buffers[key] not in self.params:
+                    made.append(self.buffers[key])
                 continue
             strides = _align_strides(bounds.extents, stage.storage_aligns)
             buf = Buffer(self._unique(t.name), tuple(const(e) for e in bounds.extents),
@@ -220,7 +223,7 @@ class _Lowering:
         for i, buf in enumerate(outputs):
             mapping[combiner.lhs[i]] = Load(buf, index)
             mapping[combiner.rhs[i]] = sources[i]
-        results = [substitute(r, mapping) for r in combiner.result]
+        results = [self.to_tir(substitute(r, mapping), {}) for r in combiner.result]
         if len(outputs) == 1:
             stmt: Stmt = Store(outputs[0], results[0], index)
         else:

@@ -238,7 +238,7 @@ class Stage:
         if iv not in parent.leaf_iter_vars:
             raise ScheduleError(f"stage '{self.name}': compute_at axis '{getattr(iv, 'name', iv)}'"
                                 f" is not a loop of stage '{parent.name}'")
-        if not self.schedule.reads(parent, self):
+        if not self.schedule.depends(parent, self):
             raise ScheduleError(f"stage '{self.name}': cannot compute_at stage '{parent.name}' "
                                 f"because '{parent.name}' does not consume it")
         self.attach = Attach.SCOPE
@@ -316,6 +316,21 @@ class Schedule:
         """True if `consumer`'s operation reads an output of `producer`."""
         return any(t.op is producer.op or any(t.op is p for p in producer.previous_ops)
                    for t in consumer.op.input_tensors())
+
+    def depends(self, consumer: Stage, producer: Stage) -> bool:
+        """True if `consumer` reads `producer`'s output directly or through other stages."""
+        seen: set[int] = set()
+        pending = [consumer]
+        while pending:
+            stage = pending.pop()
+            if self.reads(stage, producer):
+                return True
+            for t in stage.op.input_tensors():
+                upstream = self[t]
+                if id(upstream) not in seen:
+                    seen.add(id(upstream))
+                    pending.append(upstream)
+        return False
 
     def cache_read(self, tensor: Tensor, scope: str, readers: Sequence[Tensor | Operation]
                    ) -> Tensor:

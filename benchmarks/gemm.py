@@ -1,0 +1,89 @@
+"""fp32 GEMM: ember's x86 schedule against numpy (OpenBLAS), same process, alternating runs.
+
+    python benchmarks/gemm.py            # table
+    python benchmarks/gemm.py --json     # JSON list: shape, threads, ember_gflops, ...
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+SHAPES = [(1024, 1024, 1024), (512, 512, 512), (128, 3072, 768)]
+
+
+def measure(M: int, N: int, K: int, repeat: int) -> dict[str, object]:
+    """Run inside a process whose thread count is fixed by the environment."""
+    import numpy as np
+
+    import ember
+    from ember.ops.matmul import matmul, schedule_matmul_x86
+
+    A, B, Bp, C = matmul(M, N, K)
+    s = schedule_matmul_x86(C, Bp)
+    start = time.perf_counter()
+    f = ember.build(s, [A, B, C], name=f"gemm_{M}_{N}_{K}")
+    compile_s = time.perf_counter() - start
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((M, K)).astype("float32")
+    b = rng.standard_normal((K, N)).astype("float32")
+    c = np.zeros((M, N), "float32")
+    f(a, b, c)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-3, atol=1e-3)
+    out = np.empty((M, N), "float32")
+    ember_t, numpy_t = [], []
+    for _ in range(2):  # warm-up
+        f(a, b, c)
+        np.matmul(a, b, out=out)
+    for _ in range(repeat):  # alternate so both see the same machine noise
+        t0 = time.perf_counter()
+        f(a, b, c)
+        t1 = time.perf_counter()
+        np.matmul(a, b, out=out)
+        t2 = time.perf_counter()
+        ember_t.append(t1 - t0)
+        numpy_t.append(t2 - t1)
+    flops = 2.0 * M * N * K
+    ember_g = flops / float(np.median(ember_t)) / 1e9
+    numpy_g = flops / float(np.median(numpy_t)) / 1e9
+    return {"shape": [M, N, K], "ember_gflops": round(ember_g, 2),
+            "numpy_gflops": round(numpy_g, 2), "ratio": round(ember_g / numpy_g, 3),
+            "compile_s": round(compile_s, 3)}
+
+
+def run_child(M: int, N: int, K: int, threads: int, repeat: int) -> dict[str, object]:
+    env = dict(os.environ, EMBER_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads),
+               OPENBLAS_NUM_THREADS=str(threads), OMP_WAIT_POLICY="PASSIVE")
+    code = (f"import json, sys; sys.path.insert(0, {os.path.dirname(__file__)!r}); "
+            f"import gemm; print(json.dumps(gemm.measure({M}, {N}, {K}, {repeat})))")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, check=True)
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    result["threads"] = threads
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true", help="print a JSON list")
+    parser.add_argument("--repeat", type=int, default=15)
+    parser.add_argument("--threads", type=int, nargs="*", default=[2, 1])
+    args = parser.parse_args()
+    results = [run_child(M, N, K, t, args.repeat) for (M, N, K) in SHAPES for t in args.threads]
+    if args.json:
+        print(json.dumps(results, indent=1))
+        return
+    print(f"{'shape':>16} {'threads':>7} {'ember GF/s':>11} {'numpy GF/s':>11} {'ratio':>6} "
+          f"{'compile s':>9}")
+    for r in results:
+        shape = "x".join(map(str, r["shape"]))  # type: ignore[arg-type]
+        print(f"{shape:>16} {r['threads']:>7} {r['ember_gflops']:>11} {r['numpy_gflops']:>11} "
+              f"{r['ratio']:>6} {r['compile_s']:>9}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""The operator library: computes and per-target schedules."""
