@@ -66,9 +66,10 @@ class _Evaluator:
             return Interval(e, e)
         if isinstance(e, Var):
             return self._var(e)
-        if self._is_symbol(e):
+        scalar = e.dtype.lanes == 1
+        if scalar and self._is_symbol(e):
             return Interval(e, e)
-        if e.dtype.lanes == 1 and isinstance(e, (Add, Sub, Mul)):
+        if scalar and isinstance(e, (Add, Sub, Mul)):
             return self._sum(e)
         match e:
             case Add(a, b):
@@ -125,7 +126,7 @@ class _Evaluator:
         acc = Interval(IntImm(total.const, dtype), IntImm(total.const, dtype))
         for mono, c in total.terms.items():
             term = s.canon.monomial_expr(mono)
-            if len(mono) == 1:
+            if len(mono) == 1 and type(term) is not Mul:
                 x = self.interval(term)
             elif self._is_symbol(term):
                 x = Interval(term, term)
