@@ -51,9 +51,9 @@ class Interval:
             return True
         if isinstance(self.lo, IntImm) and isinstance(self.hi, IntImm):
             return self.lo.value == self.hi.value
-        from ember.tir.structural import structural_equal
+        from ember.arith.canonical import ExprKeys
 
-        return structural_equal(self.lo, self.hi)
+        return ExprKeys().same(self.lo, self.hi)  # variables by identity
 
     def __repr__(self) -> str:
         lo = "-inf" if self.lo is None else str(self.lo)

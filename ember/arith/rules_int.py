@@ -22,7 +22,7 @@ def _canonical(e: Expr) -> bool:
 
 def rewrite_add(s: Simplifier, e: Add) -> Expr | None:
     if _canonical(e):  # sum the linear forms: (i*32 + j) + 1 - ... collects like terms
-        return s.finish(s.to_sum(e.a) + s.to_sum(e.b), e.dtype)
+        return s.finish(s.to_sum(e.a) + s.to_sum(e.b), e.dtype, e)
     match e:
         case Add(x, y) if is_const_value(y, 0):  # x + 0 -> x (for floats too, as -0.0 + 0.0)
             return x
@@ -33,7 +33,7 @@ def rewrite_add(s: Simplifier, e: Add) -> Expr | None:
 
 def rewrite_sub(s: Simplifier, e: Sub) -> Expr | None:
     if _canonical(e):
-        return s.finish(s.to_sum(e.a) - s.to_sum(e.b), e.dtype)
+        return s.finish(s.to_sum(e.a) - s.to_sum(e.b), e.dtype, e)
     match e:
         case Sub(x, y) if is_const_value(y, 0):  # x - 0 -> x (exact for floats too)
             return x
@@ -44,7 +44,7 @@ def rewrite_sub(s: Simplifier, e: Sub) -> Expr | None:
 
 def rewrite_mul(s: Simplifier, e: Mul) -> Expr | None:
     if _canonical(e):
-        return s.finish(s.to_sum(e), e.dtype)
+        return s.finish(s.to_sum(e), e.dtype, e)
     match e:
         case Mul(x, y) if is_const_value(y, 1):  # x * 1 -> x (exact for floats too)
             return x

@@ -55,10 +55,15 @@ class Simplifier:
             self._memo.setdefault(id(result), (result, result))
         return result
 
-    def finish(self, total: Sum, dtype: DType) -> Expr:
-        """The readable expression of a canonical sum, recorded as already simplified."""
+    def finish(self, total: Sum, dtype: DType, like: Expr | None = None) -> Expr:
+        """The readable expression of a canonical sum, recorded as already simplified.
+
+        Returns `like` itself when it already is that expression, so unchanged IR stays shared.
+        """
         total = self.canon.fuse_div_mod(total)
         out = self.canon.from_sum(total, dtype)
+        if like is not None and self.keys.same(out, like):
+            out = like
         self._memo.setdefault(id(out), (out, out))
         return out
 

@@ -55,6 +55,8 @@ class StmtSimplifier(Mutator):
             return self.visit(substitute(s.body, {s.var: begin}))  # type: ignore[no-any-return]
         last = self.simplifier.visit(Sub(begin + extent, IntImm(1, extent.dtype)))
         body = self._scoped(s.var, Interval(begin, last), s.body)
+        if is_no_op(body):  # for i in ...: nothing -> nothing
+            return no_op()
         annotations = tuple((k, self.visit(v)) for k, v in s.annotations)
         if (begin is s.begin and extent is s.extent and body is s.body
                 and all(a[1] is b[1] for a, b in zip(annotations, s.annotations))):
