@@ -186,8 +186,12 @@ def vector_exprs(draw: st.DrawFn, lanes: int = 4, variables: tuple[E.Var, ...] =
         if draw(st.booleans()):
             return E.Broadcast(base, lanes)
         return E.Ramp(base, E.IntImm(draw(st.sampled_from((-2, -1, 0, 1, 2, 3, 4)))), lanes)
-    kind = draw(st.sampled_from(("add", "sub", "mul", "div", "mod", "min", "max")))
+    kind = draw(st.sampled_from(("add", "sub", "mul", "div", "mod", "min", "max", "select")))
     a = draw(vector_exprs(lanes, variables, depth - 1))
+    if kind == "select":  # select(p < q, a, b) lane by lane
+        p, q = (draw(vector_exprs(lanes, variables, depth - 1)) for _ in range(2))
+        cmp = draw(st.sampled_from((E.LT, E.LE, E.EQ, E.NE)))
+        return E.Select(cmp(p, q), a, draw(vector_exprs(lanes, variables, depth - 1)))
     if kind in ("div", "mod", "mul"):
         c = E.Broadcast(E.IntImm(draw(st.sampled_from((1, 2, 3, 4, 8, 16)))), lanes)
         cls = {"div": E.FloorDiv, "mod": E.FloorMod, "mul": E.Mul}[kind]

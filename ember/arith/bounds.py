@@ -11,7 +11,7 @@ from ember.arith.interval import Interval, union
 from ember.arith.simplifier import Simplifier
 from ember.dtype import DType
 from ember.tir.expr import (
-    Add, Broadcast, Cast, Expr, FloorDiv, FloorMod, IntImm, Let, Max, Min, Mul, Ramp, Select,
+    Add, Broadcast, Cast, Expr, FloorDiv, IntImm, Let, Max, Min, Mul, Ramp, Select,
     Sub, Var,
 )
 from ember.tir.functor import used_vars

@@ -62,10 +62,24 @@ class Simplifier:
         """
         total = self.canon.fuse_div_mod(total)
         out = self.canon.from_sum(total, dtype)
-        if like is not None and self.keys.same(out, like):
+        if like is not None and self._same_sum(out, like):
             out = like
         self._memo.setdefault(id(out), (out, out))
         return out
+
+    def _same_sum(self, x: Expr, y: Expr) -> bool:
+        # cheap structural check for from_sum output: its atoms are mostly shared objects
+        if x is y:
+            return True
+        t = type(x)
+        if t is not type(y):
+            return False
+        if t is IntImm:
+            return x.value == y.value and x.dtype == y.dtype  # type: ignore[attr-defined]
+        if t is Add or t is Sub or t is Mul:
+            return (self._same_sum(x.a, y.a)  # type: ignore[attr-defined]
+                    and self._same_sum(x.b, y.b))  # type: ignore[attr-defined]
+        return self.keys.same(x, y)
 
     def to_sum(self, e: Expr) -> Sum:
         return self.canon.to_sum(e)
@@ -113,7 +127,8 @@ class Simplifier:
         for mono, c in total.terms.items():
             term = Sum({mono: c}, 0)
             atom = exprs[mono[0]]
-            rng = self.ranges.get(atom) if len(mono) == 1 and type(atom) is Var else None  # type: ignore
+            single_var = len(mono) == 1 and type(atom) is Var
+            rng = self.ranges.get(atom) if single_var else None  # type: ignore[call-overload]
             if rng is None:
                 upper, lower = upper + term, lower + term
                 continue

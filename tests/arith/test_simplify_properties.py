@@ -24,7 +24,7 @@ def test_bool_exprs_keep_their_value(e, env):
     assert evaluate(simplify(e), env) == evaluate(e, env), (str(e), str(simplify(e)))
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(int_exprs(), ranges_and_env())
 def test_int_exprs_keep_their_value_under_ranges(e, ranges_env):
     ranges, env = ranges_env
@@ -49,7 +49,7 @@ def test_vector_exprs_keep_their_value(e, ranges_env):
     assert evaluate(out, env) == evaluate(e, env), (str(e), str(out), ranges)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(int_exprs())
 def test_simplify_is_idempotent_in_value_and_type(e):
     once = simplify(e)

@@ -5,7 +5,7 @@ import pytest
 from ember.arith import Interval, simplify
 from ember.testing_arith import identical
 from ember.tir import (
-    EQ, LT, NE, And, Broadcast, Cast, Div, FloatImm, FloorDiv, FloorMod, IntImm, Max, Min, Not,
+    EQ, And, Broadcast, Cast, Div, FloatImm, FloorDiv, FloorMod, IntImm, Max, Min, Not,
     Or, Ramp, Select, Var, const, structural_equal,
 )
 

@@ -3,7 +3,7 @@
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ember.arith import Interval, simplify_stmt
+from ember.arith import simplify_stmt
 from ember.arith.statement import is_no_op
 from ember.testing_arith import VARS, identical, int_exprs, run_stmt
 from ember.tir import (
@@ -62,7 +62,8 @@ def test_extent_one_loop_is_substituted():
 def test_condition_narrows_the_variable_in_the_branch():
     A = buffer("A", (64,), "int32")
     i = Var("i")
-    inner = IfThenElse(i < 10, Store(A, IntImm(1), (i,)), IfThenElse(i < 5, Store(A, IntImm(2), (i,))))
+    inner = IfThenElse(i < 10, Store(A, IntImm(1), (i,)),
+                       IfThenElse(i < 5, Store(A, IntImm(2), (i,))))
     out = simplify_stmt(_loop(i, 64, IfThenElse(i < 20, inner)))
     # i < 10 cannot be decided, but in its else branch i >= 10 makes i < 5 false
     assert isinstance(out.body, IfThenElse) and isinstance(out.body.then_case, IfThenElse)
