@@ -13,7 +13,7 @@ from ember.tir.expr import (
     GE, GT, LE, LT, And, Expr, IntImm, Max, Min, Not, Sub, Var, const,
 )
 from ember.tir.functor import Mutator, substitute
-from ember.tir.stmt import Evaluate, For, IfThenElse, LetStmt, Seq, Stmt
+from ember.tir.stmt import Evaluate, For, ForKind, IfThenElse, LetStmt, Seq, Stmt
 
 
 def no_op() -> Stmt:
@@ -51,7 +51,7 @@ class StmtSimplifier(Mutator):
         count = scalar_const(extent)
         if isinstance(count, int) and count <= 0:  # for i in range(0): ... -> nothing
             return no_op()
-        if count == 1:  # for i in range(b, b + 1): body -> body[i := b]
+        if count == 1 and s.kind != ForKind.THREAD_BINDING:  # one trip: body[i := begin]
             return self.visit(substitute(s.body, {s.var: begin}))  # type: ignore[no-any-return]
         last = self.simplifier.visit(Sub(begin + extent, IntImm(1, extent.dtype)))
         body = self._scoped(s.var, Interval(begin, last), s.body)

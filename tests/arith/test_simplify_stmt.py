@@ -57,6 +57,10 @@ def test_extent_one_loop_is_substituted():
     out = simplify_stmt(_loop(j, 8, _loop(i, 1, Store(A, IntImm(1), (j + i * 4,)), begin=3)))
     assert isinstance(out.body, Store)
     assert identical(out.body.indices[0], j + 12)
+    # a thread-bound loop of one trip still sets the launch shape: it stays
+    bound = For(i, IntImm(0), IntImm(1), ForKind.THREAD_BINDING, Store(A, IntImm(1), (i,)),
+                thread_tag="threadIdx.x")
+    assert isinstance(simplify_stmt(bound), For)
 
 
 def test_condition_narrows_the_variable_in_the_branch():
