@@ -15,11 +15,18 @@ from ember.te.schedule import Schedule
 
 @dataclass(frozen=True)
 class MatmulKnobs:
-    """Tunable choices of the x86 matmul schedule, with defaults for AVX-512."""
+    """Tunable choices of the x86 matmul schedule, with defaults for AVX-512.
+
+    Loop nest (BLIS order): jc (nc columns) / ko (kc of k) / ic (mc rows) / jr (nr) /
+    ir (mr) / ki / ii (unrolled) / ji (vectorized). The B block kc x nc stays in L2,
+    the B micro-panel kc x nr in L1, and the mr x nr tile of C in registers.
+    """
 
     mr: int = 8          # rows of the register tile
     nr: int = 32         # columns of the register tile (2 zmm registers of float32)
-    kc: int = 256        # k block kept in cache across the tile loops
+    kc: int = 512        # k block
+    mc: int = 128        # rows per L2 block of A
+    nc: int = 512        # columns per L2 block of B
     parallel: bool = True
 
 
@@ -41,19 +48,29 @@ def matmul(M: int, N: int, K: int, dtype: str = "float32", nr: int = 32
     return A, B, Bp, C  # type: ignore[return-value]
 
 
-def schedule_matmul_x86(C: te.Tensor, Bp: te.Tensor, knobs: MatmulKnobs = MatmulKnobs()
-                        ) -> Schedule:
+def schedule_matmul_x86(C: te.Tensor, Bp: te.Tensor, knobs: MatmulKnobs = MatmulKnobs(),
+                        threads: int | None = None) -> Schedule:
     """Cache-blocked, register-tiled, vectorized and parallel schedule of `matmul`."""
+    from ember.runtime.threadpool import num_threads
+
     s = te.create_schedule(C.op)
     i, j = C.op.axis
     (k,) = C.op.reduce_axis
-    io, jo, ii, ji = s[C].tile(i, j, knobs.mr, knobs.nr)
-    ko, ki = s[C].split(k, knobs.kc)
-    s[C].reorder(ko, io, jo, ki, ii, ji)
+    M, N = (int(d.value) for d in C.shape)  # type: ignore[attr-defined]
+    K = int(k.dom.extent.value)  # type: ignore[attr-defined]
+    mc = max(knobs.mr, min(knobs.mc, -(-M // knobs.mr) * knobs.mr))
+    nc = max(knobs.nr, min(knobs.nc, -(-N // knobs.nr) * knobs.nr))
+    ic, i_rest = s[C].split(i, mc)
+    ir, ii = s[C].split(i_rest, knobs.mr)
+    jc, j_rest = s[C].split(j, nc)
+    jr, ji = s[C].split(j_rest, knobs.nr)
+    ko, ki = s[C].split(k, min(knobs.kc, K))
+    s[C].reorder(jc, ko, ic, jr, ir, ki, ii, ji)
     s[C].unroll(ii)
     s[C].vectorize(ji)
     if knobs.parallel:
-        s[C].parallel(io)
+        workers = threads or num_threads()
+        s[C].parallel(ic if -(-M // mc) >= workers else jr)
     p, _, c = Bp.op.axis
     s[Bp].vectorize(c)
     if knobs.parallel:

@@ -47,7 +47,8 @@ def expr_to_str(e: E.Expr, parent_precedence: int = 0) -> str:
             return f"(let {var.name} = {expr_to_str(value)} in {expr_to_str(body)})"
         case E.Load(buffer, indices, predicate):
             idx = ", ".join(expr_to_str(i) for i in indices)
-            pred = "" if predicate is None else f" if {expr_to_str(predicate)}"
+            always = predicate is None or E.is_const_int(predicate, 1)
+            pred = "" if always else f" if {expr_to_str(predicate)}"
             return f"{buffer.name}[{idx}{pred}]"
         case E.Call(_, name, args):
             return f"{name}({', '.join(expr_to_str(a) for a in args)})"
