@@ -16,7 +16,7 @@ def _lanes(v):
     return v if isinstance(v, list) else [v]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(int_exprs(), ranges_and_env())
 def test_eval_interval_contains_every_value(e, ranges_env):
     ranges, env = ranges_env
@@ -28,7 +28,7 @@ def test_eval_interval_contains_every_value(e, ranges_env):
         assert value <= evaluate(interval.hi, env), (str(e), interval, env)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(int_exprs(), ranges_and_env())
 def test_const_bounds_contain_every_value(e, ranges_env):
     ranges, env = ranges_env

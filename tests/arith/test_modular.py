@@ -7,7 +7,7 @@ from ember.testing_arith import evaluate, int_exprs, ranges_and_env, vector_expr
 from ember.tir import FloorDiv, FloorMod, IntImm, Max, Ramp, Select, Var, const
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(int_exprs(), ranges_and_env())
 def test_values_lie_in_the_modular_set(e, ranges_env):
     ranges, env = ranges_env
