@@ -326,6 +326,8 @@ class ExprEmitter:
     def emit_Call(self, e: Call) -> ir.Value:
         if e.name == "likely" and len(e.args) == 1:
             return self.expr(e.args[0])
+        if e.name == "address_of":
+            return self._address_of(e)
         info = intrinsics.lookup(e.name, len(e.args))
         if info is None:
             return self._extern_call(e)
@@ -337,6 +339,15 @@ class ExprEmitter:
             args = [self.cast(a, e.dtype, wide) for a in args]
             return self.cast(self._float_intrinsic(e.name, wide, args), wide, e.dtype)
         return self._float_intrinsic(e.name, e.dtype, args)
+
+    def _address_of(self, e: Call) -> ir.Value:
+        """address_of(buf[i]) -> &buf[i], a pointer (dtype handle) to pass to another kernel."""
+        match e.args:
+            case (Load(buffer=buffer, indices=(index,), predicate=None),) if e.dtype.is_handle:
+                base = self.buffer_pointer(buffer.data)
+                return self.element_pointer(base, buffer.dtype, self.expr(index))
+        raise CodegenError(f"address_of takes one scalar load with a flat index and has dtype "
+                           f"handle, got {e}")
 
     def _float_intrinsic(self, name: str, dtype: DType, args: list[ir.Value]) -> ir.Value:
         from ember.codegen.llvm_math import emit_math

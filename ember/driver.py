@@ -1,0 +1,262 @@
+"""compile(): the whole flow, in order — import, optimize and fuse, compile kernels, plan, link.
+
+    model = ember.compile("resnet18.onnx", target="llvm", opt_level=3)
+    (logits,) = model.run({"input": x})
+
+Kernels are keyed by their structure (ops, attributes, types and wiring of the fused group):
+groups with the same key compile once, and compiled objects are cached on disk keyed by
+(structure, target, compiler version), so compiling the same model again is fast.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from ember.errors import ArgumentError, EmberError
+from ember.graph.ir import Graph, Value
+from ember.runtime.groups import FusedGroup, fused_groups, optimize, plan
+from ember.runtime.cache import KernelCache, cache_key
+from ember.runtime.executor import ALIGN, CompiledModel
+from ember.runtime.plan import ExecPlan, KernelCall, Slot, TensorSpec
+from ember.target import Target
+from ember.tir.function import PrimFunc
+
+__all__ = ["compile", "import_model", "lower_group", "compile_kernel", "CompiledModel"]
+
+
+def import_model(model: Any, input_shapes: Mapping[str, Sequence[int]] | None = None
+                 ) -> Graph:
+    """A Graph from a path to an .onnx file, an onnx.ModelProto or a Graph (returned as is)."""
+    if isinstance(model, Graph):
+        if input_shapes:
+            raise ArgumentError("input_shapes only applies to ONNX models; an ember Graph "
+                                "already has static input shapes")
+        return model
+    if isinstance(model, (str, os.PathLike)):
+        path = Path(model)
+        if not path.is_file():
+            raise ArgumentError(f"model file '{path}' does not exist")
+        try:
+            import onnx
+        except ImportError:
+            raise EmberError("reading ONNX models needs the onnx package: "
+                             "pip install 'ember[onnx]'") from None
+        try:
+            model = onnx.load(str(path))
+        except Exception as error:  # onnx raises DecodeError, ValueError, ...
+            raise ArgumentError(f"cannot read '{path}' as an ONNX model: {error}") from None
+    if type(model).__name__ == "ModelProto":
+        from ember.frontend.onnx import from_onnx
+
+        return from_onnx(model, input_shapes=input_shapes)
+    raise ArgumentError(f"compile: expected a path, an onnx.ModelProto or an ember Graph, got "
+                        f"{type(model).__name__}")
+
+
+def lower_group(group: FusedGroup, target: Target | str = "llvm") -> PrimFunc:
+    """The optimized loop program of one fused group, named by its kernel symbol."""
+    from ember.build import optimize as optimize_tir
+    from ember.ops.kernel import anchor_of, group_compute, schedule_for
+    from ember.ops.registry import get_op
+    from ember.te.lower import lower_schedule
+
+    tgt = Target(target)
+    placeholders, env = group_compute(group.nodes, group.inputs)
+    outs = [env[v] for v in group.outputs]
+    schedule = schedule_for(get_op(anchor_of(group.nodes).op), outs, tgt)
+    func = lower_schedule(schedule, [*placeholders, *outs], group.symbol)
+    return optimize_tir(func)
+
+
+def compile_kernel(group: FusedGroup, target: Target | str = "llvm") -> bytes:
+    """An object file defining the group's kernel `group.symbol`."""
+    from ember.codegen.jit import emit_object
+
+    try:
+        return emit_object([lower_group(group, target)], target)
+    except EmberError as error:
+        raise type(error)(f"fused group '{group.name}' ({group.describe()}): {error}") from None
+
+
+class _Progress:
+    """tqdm when installed, else a one-line counter on stderr; silent when disabled."""
+
+    def __init__(self, total: int, description: str, enabled: bool) -> None:
+        self.total, self.count, self.enabled = total, 0, enabled and total > 0
+        self.description = description
+        self._bar: Any = None
+        if self.enabled:
+            try:
+                from tqdm import tqdm
+
+                self._bar = tqdm(total=total, desc=description, unit="kernel", leave=False)
+            except ImportError:
+                self._bar = None
+
+    def update(self) -> None:
+        self.count += 1
+        if not self.enabled:
+            return
+        if self._bar is not None:
+            self._bar.update(1)
+        else:
+            import sys
+
+            end = "\n" if self.count == self.total else ""
+            print(f"\r{self.description}: {self.count}/{self.total}", end=end, file=sys.stderr,
+                  flush=True)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+
+
+def _kernel_cache(cache: bool | str | os.PathLike[str] | KernelCache) -> KernelCache | None:
+    if cache is False or cache is None:
+        return None
+    if isinstance(cache, KernelCache):
+        return cache
+    if cache is True:
+        return KernelCache()
+    return KernelCache(cache)
+
+
+def compile_kernels(groups: Sequence[FusedGroup], target: Target, cache: KernelCache | None,
+                    jobs: int | None = None, progress: bool = False
+                    ) -> tuple[dict[str, bytes], dict[str, int]]:
+    """Object code per distinct kernel symbol (cache first), compiled on `jobs` threads."""
+    unique: dict[str, FusedGroup] = {}
+    for g in groups:
+        unique.setdefault(g.symbol, g)
+    objects: dict[str, bytes] = {}
+    todo = []
+    for symbol, g in unique.items():
+        blob = cache.get(cache_key(g.key, str(target))) if cache is not None else None
+        if blob is not None:
+            objects[symbol] = blob
+        else:
+            todo.append(g)
+    bar = _Progress(len(todo), "compiling kernels", progress)
+    workers = jobs if jobs is not None else min(len(todo), len(os.sched_getaffinity(0)))
+    try:
+        if workers <= 1 or len(todo) <= 1:
+            for g in todo:
+                objects[g.symbol] = compile_kernel(g, target)
+                bar.update()
+        else:
+            with ThreadPoolExecutor(max_workers=workers) as pool:
+                futures = [(g, pool.submit(compile_kernel, g, target)) for g in todo]
+                for g, future in futures:
+                    objects[g.symbol] = future.result()
+                    bar.update()
+    finally:
+        bar.close()
+    if cache is not None:
+        for g in todo:
+            cache.put(cache_key(g.key, str(target)), objects[g.symbol])
+    stats = {"groups": len(groups), "kernels": len(unique), "compiled": len(todo),
+             "cached": len(unique) - len(todo)}
+    return objects, stats
+
+
+def _pack_constants(groups: Sequence[FusedGroup]) -> tuple[dict[Value, int], np.ndarray]:
+    offsets: dict[Value, int] = {}
+    size = 0
+    for g in groups:
+        for v in g.outer_inputs:
+            if v.is_constant and v not in offsets:
+                offsets[v] = size
+                size += -(-v.type.nbytes // ALIGN) * ALIGN
+    blob = np.zeros(max(1, size), np.uint8)
+    for v, offset in offsets.items():
+        data = np.ascontiguousarray(v.data).reshape(-1).view(np.uint8)
+        blob[offset:offset + data.size] = data
+    return offsets, blob
+
+
+def exec_plan(graph: Graph, groups: Sequence[FusedGroup], memory: Any,
+              constant_offsets: Mapping[Value, int], constant_bytes: int) -> ExecPlan:
+    """Resolve every kernel argument to a slot: input, output, workspace or constant."""
+    input_index = {v: i for i, v in enumerate(graph.inputs)}
+    produced = {v for g in groups for v in g.outer_outputs}
+    output_index: dict[Value, int] = {}
+    for i, v in enumerate(graph.outputs):
+        if v in produced:
+            output_index.setdefault(v, i)
+
+    def slot(v: Value) -> Slot:
+        if v in input_index:
+            return Slot("input", input_index[v])
+        if v in constant_offsets:
+            return Slot("constant", constant_offsets[v])
+        if v in output_index:
+            return Slot("output", output_index[v])
+        if v not in memory.offsets:
+            raise EmberError(f"the memory plan has no place for value '{v.name}' ({v.type})")
+        return Slot("workspace", int(memory.offsets[v]))
+
+    calls = []
+    for g in groups:
+        values = [*g.outer_inputs, *g.outer_outputs]
+        calls.append(KernelCall(g.name, g.symbol, tuple(slot(v) for v in values),
+                                tuple(str(v.type.dtype) for v in values),
+                                tuple(v.type.size for v in values), g.anchor, g.pattern))
+    sources = []
+    for v in graph.outputs:
+        if v.is_constant and v not in constant_offsets:
+            raise EmberError(f"graph output '{v.name}' is a constant no kernel reads; "
+                             "constant outputs are not supported yet")
+        sources.append(slot(v))
+
+    def spec(v: Value) -> TensorSpec:
+        return TensorSpec(v.name, v.type.shape, str(v.type.dtype))
+
+    return ExecPlan(graph.name, tuple(spec(v) for v in graph.inputs),
+                    tuple(spec(v) for v in graph.outputs), tuple(sources), tuple(calls),
+                    int(memory.workspace_bytes), constant_bytes,
+                    int(getattr(memory, "naive_bytes", 0)),
+                    int(getattr(memory, "peak_live_bytes", 0)))
+
+
+def compile(model: Any, target: str | Target = "llvm", opt_level: int = 3,
+            input_shapes: Mapping[str, Sequence[int]] | None = None,
+            cache: bool | str | os.PathLike[str] | KernelCache = True,
+            jobs: int | None = None, progress: bool | None = None) -> CompiledModel:
+    """Compile a model (path, onnx.ModelProto or ember Graph) into a runnable CompiledModel.
+
+        model = ember.compile("mobilenet.onnx")
+        (probs,) = model(x)
+    """
+    tgt = Target(target)
+    if not isinstance(opt_level, int) or not 0 <= opt_level <= 3:
+        raise ArgumentError(f"opt_level must be an int in [0, 3], got {opt_level!r}")
+    timings: dict[str, float] = {}
+    start = time.perf_counter()
+    graph = import_model(model, input_shapes)
+    timings["import"] = time.perf_counter() - start
+    fused = optimize(graph, opt_level)
+    timings["optimize"] = time.perf_counter() - start - sum(timings.values())
+    groups = fused_groups(fused)
+    show = progress if progress is not None else _stderr_is_terminal() and len(groups) > 8
+    objects, stats = compile_kernels(groups, tgt, _kernel_cache(cache), jobs, bool(show))
+    timings["kernels"] = time.perf_counter() - start - sum(timings.values())
+    memory = plan(fused)
+    offsets, blob = _pack_constants(groups)
+    xplan = exec_plan(fused, groups, memory, offsets, blob.size)
+    compiled = CompiledModel(xplan, objects, blob, str(tgt), graph=fused, stats=stats)
+    timings["link"] = time.perf_counter() - start - sum(timings.values())
+    compiled.stats["seconds"] = timings
+    compiled.memory_plan = memory  # type: ignore[attr-defined]
+    return compiled
+
+
+def _stderr_is_terminal() -> bool:
+    import sys
+
+    return bool(getattr(sys.stderr, "isatty", lambda: False)())

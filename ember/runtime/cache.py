@@ -1,0 +1,103 @@
+"""The on-disk kernel cache: compiled objects keyed by (kernel key, target, compiler version).
+
+    cache = KernelCache()                 # EMBER_CACHE_DIR, else $XDG_CACHE_HOME/ember
+    blob = cache.get(key)                 # None when absent or corrupted
+    cache.put(key, blob)                  # atomic: temp file + os.replace
+
+Entries carry a magic header and a SHA-256 of their payload, so a truncated or damaged file
+is detected and ignored (and rebuilt by the caller) instead of being handed to the loader.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import tempfile
+from pathlib import Path
+
+MAGIC = b"EMBERKO1"
+_DIGEST_BYTES = 32
+
+
+def default_cache_dir() -> Path:
+    """EMBER_CACHE_DIR, else $XDG_CACHE_HOME/ember, else ~/.cache/ember."""
+    explicit = os.environ.get("EMBER_CACHE_DIR", "").strip()
+    if explicit:
+        return Path(explicit).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME", "").strip()
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
+    return base / "ember"
+
+
+@functools.cache
+def compiler_version() -> str:
+    """ember's version plus a digest of its sources: a changed compiler never reuses code."""
+    from ember import __version__
+
+    root = Path(__file__).resolve().parent.parent
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        digest.update(str(path.relative_to(root)).encode())
+        digest.update(path.read_bytes())
+    return f"{__version__}+{digest.hexdigest()[:16]}"
+
+
+def cache_key(kernel_key: str, target: str) -> str:
+    """The file name stem of one kernel's entry."""
+    text = f"{kernel_key}\0{target}\0{compiler_version()}"
+    return hashlib.sha256(text.encode()).hexdigest()[:40]
+
+
+class KernelCache:
+    """Object files on disk; reads never raise for a bad entry, writes never leave half files."""
+
+    def __init__(self, directory: str | os.PathLike[str] | None = None) -> None:
+        self.directory = Path(directory) if directory is not None else default_cache_dir()
+        self.hits = 0
+        self.misses = 0
+        self.corrupted = 0
+
+    def path(self, key: str) -> Path:
+        return self.directory / "kernels" / key[:2] / f"{key}.obj"
+
+    def get(self, key: str) -> bytes | None:
+        try:
+            raw = self.path(key).read_bytes()
+        except OSError:
+            self.misses += 1
+            return None
+        header = len(MAGIC) + _DIGEST_BYTES
+        payload = raw[header:]
+        if (len(raw) <= header or raw[:len(MAGIC)] != MAGIC
+                or hashlib.sha256(payload).digest() != raw[len(MAGIC):header]):
+            self.corrupted += 1
+            self.misses += 1
+            return None
+        self.hits += 1
+        return payload
+
+    def put(self, key: str, payload: bytes) -> None:
+        """Store `payload` atomically; a cache that cannot be written is silently skipped."""
+        path = self.path(key)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(path, MAGIC + hashlib.sha256(payload).digest() + payload)
+        except OSError:
+            pass
+
+
+def write_atomic(path: str | os.PathLike[str], data: bytes) -> None:
+    """Write `data` to a temp file next to `path`, then rename it over `path`."""
+    path = Path(path)
+    fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+        os.replace(temp, path)
+    except BaseException:
+        try:
+            os.unlink(temp)
+        except OSError:
+            pass
+        raise

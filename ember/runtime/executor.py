@@ -1,0 +1,245 @@
+"""CompiledModel: runs a whole model through one native call with a preallocated workspace.
+
+    model = ember.compile("resnet18.onnx")
+    (logits,) = model.run({"input": x})       # or model(x), or model.run([x])
+    print(model.profile({"input": x}))        # time per fused group, sorted
+
+The workspace (sized by the memory plan) and the constant blob are allocated once; a run
+checks the inputs, allocates the output arrays and makes ONE ctypes call to `model_main`.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from ember.errors import ArgumentError, EmberError
+from ember.runtime.aot import MAIN_SYMBOL, LinkedModel, link
+from ember.runtime.plan import ExecPlan, Slot
+
+ALIGN = 64
+
+
+def aligned_bytes(size: int) -> np.ndarray:
+    """A zeroed uint8 array of `size` bytes (at least 1) whose data is 64-byte aligned."""
+    raw = np.zeros(max(1, size) + ALIGN, np.uint8)
+    start = (-raw.ctypes.data) % ALIGN
+    return raw[start:start + max(1, size)]
+
+
+@dataclass(frozen=True)
+class ProfileRow:
+    group: str
+    anchor: str
+    pattern: str
+    seconds: float
+    percent: float
+
+
+class ProfileTable:
+    """Per fused-group median time, slowest first; `str(table)` prints it."""
+
+    def __init__(self, rows: list[ProfileRow], total_seconds: float, model_seconds: float
+                 ) -> None:
+        self.rows = rows
+        self.total_seconds = total_seconds      # sum of the kernels timed one by one
+        self.model_seconds = model_seconds      # one model_main call
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __iter__(self) -> Any:
+        return iter(self.rows)
+
+    def __str__(self) -> str:
+        width = max([len("group")] + [len(r.group) for r in self.rows])
+        lines = [f"{'group':<{width}}  {'anchor':<20} {'time (us)':>11} {'%':>6}",
+                 "-" * (width + 41)]
+        for r in self.rows:
+            lines.append(f"{r.group:<{width}}  {r.anchor[:20]:<20} {r.seconds * 1e6:11.1f} "
+                         f"{r.percent:6.1f}")
+        lines.append("-" * (width + 41))
+        lines.append(f"{'sum of groups':<{width}}  {'':<20} {self.total_seconds * 1e6:11.1f} "
+                     f"{100.0:6.1f}")
+        lines.append(f"{'whole model (one call)':<{width}}  {'':<20} "
+                     f"{self.model_seconds * 1e6:11.1f}")
+        return "\n".join(lines)
+
+
+class CompiledModel:
+    """A compiled model: `run(inputs) -> list of outputs`; `graph` is the fused graph."""
+
+    def __init__(self, plan: ExecPlan, objects: Mapping[str, bytes], constants: np.ndarray,
+                 target: str = "llvm", graph: Any = None, stats: Mapping[str, Any] | None = None
+                 ) -> None:
+        if constants.nbytes < plan.constant_bytes:
+            raise EmberError(f"constant blob has {constants.nbytes} bytes, the plan needs "
+                             f"{plan.constant_bytes}")
+        self.plan = plan
+        self.objects = dict(objects)
+        self.target = target
+        self.graph = graph
+        self.stats = dict(stats or {})
+        self._workspace = aligned_bytes(plan.workspace_bytes)
+        self._constants = aligned_bytes(plan.constant_bytes)
+        self._constants[:plan.constant_bytes] = constants.view(np.uint8).reshape(-1)[
+            :plan.constant_bytes]
+        self._constants.setflags(write=False)
+        self._lock = threading.Lock()
+        self._linked: LinkedModel = link(plan, self.objects, target)
+        count = len(plan.inputs) + len(plan.outputs) + 2
+        self._main = ctypes.CFUNCTYPE(ctypes.c_int32, *[ctypes.c_void_p] * count)(
+            self._linked.address(MAIN_SYMBOL))
+        self._tail = (self._workspace.ctypes.data, self._constants.ctypes.data)
+        self._in_dtypes = [np.dtype(s.dtype) for s in plan.inputs]
+        self._direct = [src == Slot("output", i) for i, src in enumerate(plan.output_sources)]
+
+    # names -------------------------------------------------------------------------------
+    @property
+    def input_names(self) -> list[str]:
+        return [s.name for s in self.plan.inputs]
+
+    @property
+    def output_names(self) -> list[str]:
+        return [s.name for s in self.plan.outputs]
+
+    @property
+    def workspace_bytes(self) -> int:
+        return self.plan.workspace_bytes
+
+    def __repr__(self) -> str:
+        ins = ", ".join(map(str, self.plan.inputs))
+        outs = ", ".join(map(str, self.plan.outputs))
+        return (f"CompiledModel({self.plan.name}: ({ins}) -> ({outs}), "
+                f"{len(self.plan.calls)} kernels, target {self.target})")
+
+    # running -----------------------------------------------------------------------------
+    def check_inputs(self, inputs: Mapping[str, Any] | Sequence[Any]) -> list[np.ndarray]:
+        """The input arrays in graph-input order, checked and C-contiguous."""
+        specs = self.plan.inputs
+        if isinstance(inputs, Mapping):
+            unknown = [k for k in inputs if k not in self.input_names]
+            missing = [n for n in self.input_names if n not in inputs]
+            if unknown or missing:
+                raise ArgumentError(
+                    f"model '{self.plan.name}' expects inputs {self.input_names}; "
+                    + (f"unknown: {unknown}" if unknown else "")
+                    + ("; " if unknown and missing else "")
+                    + (f"missing: {missing}" if missing else ""))
+            arrays = [inputs[n] for n in self.input_names]
+        else:
+            arrays = list(inputs)
+            if len(arrays) != len(specs):
+                raise ArgumentError(f"model '{self.plan.name}' takes {len(specs)} inputs "
+                                    f"{self.input_names}, got {len(arrays)}")
+        checked = []
+        for spec, want, array in zip(specs, self._in_dtypes, arrays):
+            if not isinstance(array, np.ndarray):
+                if np.isscalar(array) or isinstance(array, (list, tuple)):
+                    array = np.asarray(array, dtype=want)
+                else:
+                    raise ArgumentError(f"input '{spec.name}': expected a numpy array, got "
+                                        f"{type(array).__name__}")
+            if array.dtype != want:
+                raise ArgumentError(f"input '{spec.name}': expected dtype {spec.dtype}, got "
+                                    f"{array.dtype}")
+            if tuple(array.shape) != spec.shape:
+                raise ArgumentError(f"input '{spec.name}': expected shape {spec.shape}, got "
+                                    f"{tuple(array.shape)}")
+            checked.append(np.ascontiguousarray(array))
+        return checked
+
+    def run(self, inputs: Mapping[str, Any] | Sequence[Any]) -> list[np.ndarray]:
+        """Outputs in graph-output order for inputs given by name (dict) or position (list)."""
+        arrays = self.check_inputs(inputs)
+        outputs = [np.empty(s.shape, s.dtype) for s in self.plan.outputs]
+        pointers = [a.ctypes.data for a in arrays] + [o.ctypes.data for o in outputs]
+        with self._lock:
+            status = self._main(*pointers, *self._tail)
+            if status != 0:
+                raise EmberError(f"model '{self.plan.name}' failed with status {status}")
+            for i, direct in enumerate(self._direct):
+                if not direct:
+                    outputs[i][...] = self._read(self.plan.output_sources[i], arrays, outputs,
+                                                 self.plan.outputs[i])
+        return outputs
+
+    def __call__(self, *arrays: Any) -> list[np.ndarray]:
+        return self.run(list(arrays))
+
+    def _read(self, slot: Slot, inputs: list[np.ndarray], outputs: list[np.ndarray],
+              spec: Any) -> np.ndarray:
+        if slot.kind == "input":
+            return inputs[slot.index]
+        if slot.kind == "output":
+            return outputs[slot.index]
+        base = self._workspace if slot.kind == "workspace" else self._constants
+        nbytes = spec.size * np.dtype(spec.dtype).itemsize
+        return base[slot.index:slot.index + nbytes].view(spec.dtype).reshape(spec.shape)
+
+    # profiling ---------------------------------------------------------------------------
+    def kernel_calls(self, inputs: Mapping[str, Any] | Sequence[Any]
+                     ) -> tuple[list[tuple[Any, tuple[int, ...]]], list[Any]]:
+        """Each group's kernel as a ctypes function with its pre-bound pointer arguments."""
+        arrays = self.check_inputs(inputs)
+        outputs = [np.empty(s.shape, s.dtype) for s in self.plan.outputs]
+        bases = {"workspace": self._workspace.ctypes.data,
+                 "constants": self._constants.ctypes.data}
+
+        def address(slot: Slot) -> int:
+            if slot.kind == "input":
+                return int(arrays[slot.index].ctypes.data)
+            if slot.kind == "output":
+                return int(outputs[slot.index].ctypes.data)
+            key = "workspace" if slot.kind == "workspace" else "constants"
+            return bases[key] + slot.index
+
+        functions: dict[str, Any] = {}
+        calls = []
+        for call in self.plan.calls:
+            fn = functions.get(call.symbol)
+            if fn is None:
+                fn = ctypes.CFUNCTYPE(ctypes.c_int32, *[ctypes.c_void_p] * len(call.args))(
+                    self._linked.address(call.symbol))
+                functions[call.symbol] = fn
+            calls.append((fn, tuple(address(a) for a in call.args)))
+        return calls, [arrays, outputs]
+
+    def profile(self, inputs: Mapping[str, Any] | Sequence[Any], repeat: int = 10
+                ) -> ProfileTable:
+        """Median time of every fused group over `repeat` runs, slowest first."""
+        calls, keep = self.kernel_calls(inputs)
+        samples = np.zeros((max(1, repeat), len(calls)))
+        with self._lock:
+            for fn, args in calls:  # warm-up
+                fn(*args)
+            for r in range(samples.shape[0]):
+                for k, (fn, args) in enumerate(calls):
+                    start = time.perf_counter()
+                    fn(*args)
+                    samples[r, k] = time.perf_counter() - start
+        del keep
+        medians = np.median(samples, axis=0)
+        total = float(medians.sum())
+        rows = [ProfileRow(c.group, c.anchor, c.pattern, float(t),
+                           100.0 * float(t) / total if total > 0 else 0.0)
+                for c, t in zip(self.plan.calls, medians)]
+        rows.sort(key=lambda r: r.seconds, reverse=True)
+        return ProfileTable(rows, total, self.time(inputs, repeat=max(3, repeat)))
+
+    def time(self, inputs: Mapping[str, Any] | Sequence[Any], repeat: int = 10,
+             warmup: int = 1) -> float:
+        """Median seconds of one run (input checks and output allocation included)."""
+        for _ in range(warmup):
+            self.run(inputs)
+        samples = []
+        for _ in range(max(1, repeat)):
+            start = time.perf_counter()
+            self.run(inputs)
+            samples.append(time.perf_counter() - start)
+        return float(np.median(samples))

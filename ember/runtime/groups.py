@@ -1,0 +1,173 @@
+"""Fused groups as kernels: structure keys, and the graph pipeline / memory planner entry points.
+
+`optimize(graph, opt_level)` runs ember.graph.pipeline.optimize_graph and wraps any node it
+left unfused into a one-node "Fused" group; `plan(graph)` runs the graph memory planner, or a
+naive one (every intermediate its own slot) where none is available.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from ember.errors import EmberError
+from ember.graph.ir import Graph, Node, Value
+
+ALIGN = 64
+_PLANNER_MODULES = ("ember.graph.memory", "ember.graph.memory_plan", "ember.graph.plan_memory",
+                    "ember.graph.passes.plan_memory", "ember.graph.passes.memory",
+                    "ember.graph.planner")
+
+
+@dataclass(frozen=True)
+class NaiveMemoryPlan:
+    """Every intermediate in its own 64-byte aligned slot (what a planner must beat)."""
+
+    offsets: dict[Value, int]
+    workspace_bytes: int
+    naive_bytes: int
+    peak_live_bytes: int
+
+
+@dataclass(frozen=True, eq=False)
+class FusedGroup:
+    """One fused node as a kernel: inner nodes, kernel parameters and their outer values."""
+
+    name: str
+    nodes: tuple[Node, ...]
+    inputs: tuple[Value, ...]          # kernel parameters (inner values), then `outputs`
+    outputs: tuple[Value, ...]
+    outer_inputs: tuple[Value, ...]    # what the caller passes for each parameter
+    outer_outputs: tuple[Value, ...]
+    key: str                           # structure hash: equal keys compile to equal code
+    anchor: str
+    pattern: str
+
+    @property
+    def symbol(self) -> str:
+        return f"k_{self.key[:24]}"
+
+    def describe(self) -> str:
+        return " -> ".join(n.op for n in self.nodes)
+
+
+def _optional_module(name: str) -> Any:
+    """The module `name`, or None when it does not exist (errors inside it propagate)."""
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as error:
+        if error.name is not None and name.startswith(error.name):
+            return None
+        raise
+
+
+def wrap_node(node: Node) -> Node:
+    """A one-node Fused group around `node`."""
+    from ember.ops.registry import get_op
+
+    inputs = tuple(dict.fromkeys(v for v in node.inputs if v is not None))
+    sub = Graph(node.name, inputs, node.outputs, (node,))
+    pattern = get_op(node.op).pattern.name
+    return Node("Fused", node.name, inputs, node.outputs,
+                {"graph": sub, "anchor": node.name, "pattern": pattern})
+
+
+def optimize(graph: Graph, opt_level: int) -> Graph:
+    """The graph pipeline (if present) with every node inside a Fused group."""
+    module = _optional_module("ember.graph.pipeline")
+    pipeline: Callable[[Graph, int], Graph] | None = getattr(module, "optimize_graph", None)
+    if pipeline is not None:
+        graph = pipeline(graph, opt_level)
+    if all(n.op == "Fused" for n in graph.nodes):
+        return graph
+    nodes = tuple(n if n.op == "Fused" else wrap_node(n) for n in graph.nodes)
+    return Graph(graph.name, graph.inputs, graph.outputs, nodes)
+
+
+def _attr_key(value: Any) -> Any:
+    if isinstance(value, np.ndarray):
+        return ("array", str(value.dtype), value.shape,
+                hashlib.sha256(np.ascontiguousarray(value).tobytes()).hexdigest())
+    if isinstance(value, (list, tuple)):
+        return tuple(_attr_key(v) for v in value)
+    if isinstance(value, dict):
+        return tuple(sorted((k, _attr_key(v)) for k, v in value.items()))
+    if isinstance(value, float):
+        return ("float", value.hex())
+    if isinstance(value, Graph):
+        return ("graph", tuple(_node_key(n, {}) for n in value.nodes))
+    return value
+
+
+def _node_key(node: Node, ids: dict[Value, Any]) -> str:
+    refs = [None if v is None else ids.get(v, ("value", str(v.type))) for v in node.inputs]
+    attrs = tuple(sorted((k, _attr_key(v)) for k, v in node.attrs.items()))
+    return repr((node.op, refs, attrs, [str(v.type) for v in node.outputs]))
+
+
+def group_key(nodes: tuple[Node, ...], inputs: tuple[Value, ...],
+              outputs: tuple[Value, ...]) -> str:
+    """A hash of what the kernel computes: ops, attributes, types and wiring, not names."""
+    ids: dict[Value, Any] = {v: ("in", i, str(v.type)) for i, v in enumerate(inputs)}
+    parts = []
+    for k, node in enumerate(nodes):
+        parts.append(_node_key(node, ids))
+        for j, v in enumerate(node.outputs):
+            ids.setdefault(v, ("node", k, j))
+    parts.append(repr([ids[v] for v in outputs]))
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+def fused_group(node: Node) -> FusedGroup:
+    if node.op != "Fused" or not isinstance(node.attrs.get("graph"), Graph):
+        raise EmberError(f"node '{node.name}' ({node.op}) is not a fused group")
+    sub: Graph = node.attrs["graph"]
+    outer_in = [v for v in node.inputs if v is not None]
+    if len(sub.inputs) != len(outer_in) or len(sub.outputs) != len(node.outputs):
+        raise EmberError(f"fused group '{node.name}': sub-graph has {len(sub.inputs)} inputs "
+                         f"and {len(sub.outputs)} outputs, the node {len(outer_in)} and "
+                         f"{len(node.outputs)}")
+    inputs, outer = list(sub.inputs), list(outer_in)
+    produced = {v for n in sub.nodes for v in n.outputs}
+    for n in sub.nodes:  # constants used inside but not passed in become parameters too
+        for v in n.inputs:
+            if v is not None and v.is_constant and v not in produced and v not in inputs:
+                inputs.append(v)
+                outer.append(v)
+    for v in sub.outputs:
+        if v not in produced:
+            raise EmberError(f"fused group '{node.name}': output '{v.name}' is not computed "
+                             "inside the group")
+    anchor = str(node.attrs.get("anchor", ""))
+    pattern = str(node.attrs.get("pattern", ""))
+    key = group_key(sub.nodes, tuple(inputs), sub.outputs)
+    return FusedGroup(node.name, sub.nodes, tuple(inputs), sub.outputs, tuple(outer),
+                      node.outputs, key, anchor, pattern)
+
+
+def fused_groups(graph: Graph) -> list[FusedGroup]:
+    return [fused_group(n) for n in graph.nodes]
+
+
+def naive_plan(graph: Graph) -> NaiveMemoryPlan:
+    offsets: dict[Value, int] = {}
+    size = 0
+    for node in graph.nodes:
+        for v in node.outputs:
+            if v not in offsets:
+                offsets[v] = size
+                size += -(-v.type.nbytes // ALIGN) * ALIGN
+    return NaiveMemoryPlan(offsets, size, size, size)
+
+
+def plan(graph: Graph) -> Any:
+    """The graph memory planner's MemoryPlan, or the naive plan when there is none yet."""
+    for name in _PLANNER_MODULES:
+        planner = getattr(_optional_module(name), "plan_memory", None)
+        if planner is not None:
+            return planner(graph)
+    return naive_plan(graph)
