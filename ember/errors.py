@@ -39,3 +39,7 @@ class UnsupportedOpError(EmberError):
 
 class VerifyError(EmberError):
     """A loop program is malformed: a pass or a front end produced invalid IR."""
+
+
+class ModelError(EmberError, ValueError):
+    """A model file is malformed or inconsistent (fails the checker, names undefined values)."""
