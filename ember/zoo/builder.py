@@ -34,7 +34,7 @@ def check_opset(model: str, opset: int) -> None:
 
 
 class GraphBuilder:
-    """Collects inputs, initializers and nodes; `build()` returns a checked-ready ModelProto.
+    """Collects inputs, initializers and nodes; `build()` returns the ModelProto.
 
         b = GraphBuilder("tiny", opset=17, seed=0)
         x = b.input("input", np.float32, [1, 4])
@@ -64,11 +64,18 @@ class GraphBuilder:
 
     def normal(self, shape: Sequence[int], std: float, mean: float = 0.0) -> np.ndarray:
         """float32 samples of N(mean, std^2)."""
-        return self.rng.normal(mean, std, size=tuple(shape)).astype(np.float32)
+        sample = self.rng.standard_normal(tuple(shape), dtype=np.float32)
+        sample *= np.float32(std)
+        if mean:
+            sample += np.float32(mean)
+        return sample
 
     def uniform(self, shape: Sequence[int], low: float, high: float) -> np.ndarray:
         """float32 samples of U(low, high)."""
-        return self.rng.uniform(low, high, size=tuple(shape)).astype(np.float32)
+        sample = self.rng.random(tuple(shape), dtype=np.float32)
+        sample *= np.float32(high - low)
+        sample += np.float32(low)
+        return sample
 
     # ---- graph pieces ---------------------------------------------------------------------
 
