@@ -1,18 +1,288 @@
-"""The `ember` command line: a thin layer over the library."""
+"""The `ember` command line: a thin layer over the library.
+
+    ember compile model.onnx -o model.ember      ember run model.ember
+    ember inspect model.onnx --source GROUP      ember bench model.onnx --threads 2
+    ember check model.onnx                       ember zoo resnet18 -o resnet18.onnx
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
-from typing import Sequence
+from pathlib import Path
+from typing import Any, Sequence
 
-from ember.errors import EmberError
+import numpy as np
+
+from ember.errors import ArgumentError, EmberError
+
+
+# helpers ----------------------------------------------------------------------------------
+def _key_values(items: Sequence[str], what: str) -> list[tuple[str, str]]:
+    pairs = []
+    for item in items or ():
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise ArgumentError(f"{what}: expected NAME=VALUE, got {item!r}")
+        pairs.append((name, value))
+    return pairs
+
+
+def _input_shapes(args: argparse.Namespace) -> dict[str, tuple[int, ...]] | None:
+    shapes = {}
+    for name, text in _key_values(getattr(args, "shape", None) or [], "--shape"):
+        try:
+            shapes[name] = tuple(int(d) for d in text.split(","))
+        except ValueError:
+            raise ArgumentError(f"--shape {name}: expected comma-separated ints like "
+                                f"1,3,224,224, got {text!r}") from None
+    return shapes or None
+
+
+def _is_compiled(path: str) -> bool:
+    from ember.runtime.saved import is_compiled_dir
+
+    return is_compiled_dir(path)
+
+
+def _onnx_model(path: str, shapes: dict[str, tuple[int, ...]] | None = None) -> Any:
+    if not Path(path).is_file():
+        raise ArgumentError(f"model file '{path}' does not exist")
+    try:
+        import onnx
+    except ImportError:
+        raise EmberError("reading ONNX models needs onnx: pip install 'ember[onnx]'") from None
+    try:
+        model = onnx.load(path)
+    except Exception as error:  # DecodeError and friends
+        raise ArgumentError(f"cannot read '{path}' as an ONNX model: {error}") from None
+    if shapes:
+        for value in model.graph.input:
+            if value.name in shapes:
+                dims = value.type.tensor_type.shape.dim
+                for dim, size in zip(dims, shapes[value.name]):
+                    dim.ClearField("dim_param")
+                    dim.dim_value = size
+    return model
+
+
+def _compile(args: argparse.Namespace) -> Any:
+    """A CompiledModel: loaded from a compiled directory, or compiled from an ONNX file."""
+    import ember
+
+    if _is_compiled(args.model):
+        from ember.runtime.saved import load_compiled
+
+        return load_compiled(args.model)
+    if not Path(args.model).exists():
+        raise ArgumentError(f"model '{args.model}' does not exist")
+    return ember.compile(args.model, target=args.target, opt_level=args.opt_level,
+                         input_shapes=_input_shapes(args), cache=not args.no_cache,
+                         progress=True if sys.stderr.isatty() else None)
+
+
+def _random_feeds(model: Any, onnx_model: Any = None, seed: int = 0) -> dict[str, np.ndarray]:
+    if onnx_model is not None:
+        try:
+            from ember.zoo import random_inputs
+
+            feeds = random_inputs(onnx_model, seed)
+            if list(feeds) == model.input_names:
+                return {k: v.astype(s.dtype) for (k, v), s in zip(feeds.items(),
+                                                                  model.plan.inputs)}
+        except ImportError:
+            pass
+    rng = np.random.default_rng(seed)
+    feeds = {}
+    for spec in model.plan.inputs:
+        dtype = np.dtype(spec.dtype)
+        if dtype.kind == "f":
+            feeds[spec.name] = rng.standard_normal(spec.shape).astype(dtype)
+        elif dtype.kind == "b":
+            feeds[spec.name] = rng.integers(0, 2, spec.shape).astype(dtype)
+        else:
+            feeds[spec.name] = rng.integers(0, 2, spec.shape).astype(dtype)
+    return feeds
+
+
+def _feeds(args: argparse.Namespace, model: Any, onnx_model: Any = None
+           ) -> dict[str, np.ndarray]:
+    feeds = _random_feeds(model, onnx_model, args.seed)
+    for name, file in _key_values(getattr(args, "input", None) or [], "--input"):
+        if name not in model.input_names:
+            raise ArgumentError(f"--input {name}: the model has inputs {model.input_names}")
+        try:
+            feeds[name] = np.load(file)
+        except (OSError, ValueError) as error:
+            raise ArgumentError(f"--input {name}: cannot load '{file}': {error}") from None
+    return feeds
+
+
+def _summary(array: np.ndarray, count: int = 5) -> str:
+    flat = array.reshape(-1)[:count]
+    values = ", ".join(f"{v:.6g}" if array.dtype.kind == "f" else str(v) for v in flat)
+    more = ", ..." if array.size > count else ""
+    return f"{array.dtype}{list(array.shape)} [{values}{more}]"
+
+
+# commands ---------------------------------------------------------------------------------
+def _cmd_compile(args: argparse.Namespace) -> int:
+    from ember.runtime.saved import save_compiled
+
+    model = _compile(args)
+    out = save_compiled(model, args.output)
+    stats = model.stats
+    print(f"compiled {model.plan.name}: {stats.get('groups', len(model.plan.calls))} fused "
+          f"groups, {stats.get('kernels', len(model.plan.symbols))} distinct kernels "
+          f"({stats.get('compiled', 0)} compiled, {stats.get('cached', 0)} from cache)")
+    print(f"workspace {model.workspace_bytes} bytes; written to {out}")
+    return 0
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    model = _compile(args)
+    onnx_model = None if _is_compiled(args.model) else _onnx_model(args.model)
+    feeds = _feeds(args, model, onnx_model)
+    outputs = model.run(feeds)
+    for name, array in zip(model.output_names, outputs):
+        print(f"{name}: {_summary(array)}")
+    return 0
+
+
+def _cmd_inspect(args: argparse.Namespace) -> int:
+    if _is_compiled(args.model):
+        from ember.runtime.saved import load_compiled
+
+        if args.source:
+            raise ArgumentError("--source needs the model file (.onnx), not a compiled model")
+        model = load_compiled(args.model)
+        print(getattr(model, "graph_text", None) or "(no graph stored)")
+        _print_memory(model.plan.workspace_bytes, model.plan.naive_bytes,
+                      model.plan.peak_live_bytes)
+        return 0
+    from ember.driver import import_model
+    from ember.runtime.groups import fused_groups, optimize, plan
+
+    graph = optimize(import_model(args.model, _input_shapes(args)), args.opt_level)
+    groups = fused_groups(graph)
+    if args.source:
+        return _print_source(groups, args.source, args.format, args.target)
+    print(graph)
+    memory = plan(graph)
+    print(f"{len(groups)} fused groups, {len({g.key for g in groups})} distinct kernels")
+    _print_memory(memory.workspace_bytes, memory.naive_bytes, memory.peak_live_bytes)
+    return 0
+
+
+def _print_memory(planned: int, naive: int, peak: int) -> None:
+    ratio = f" ({planned / naive:.1%} of naive)" if naive else ""
+    print(f"memory plan: workspace {planned} bytes{ratio}; naive sum of intermediates "
+          f"{naive} bytes; peak live {peak} bytes")
+
+
+def _print_source(groups: Sequence[Any], wanted: str, fmt: str, target: str) -> int:
+    from ember.codegen import jit
+    from ember.driver import lower_group
+
+    matches = [g for g in groups if wanted in (g.name, g.symbol)]
+    if not matches:
+        names = ", ".join(g.name for g in groups[:20])
+        raise ArgumentError(f"--source: no fused group named '{wanted}'; groups: {names}"
+                            + (", ..." if len(groups) > 20 else ""))
+    group = matches[0]
+    func = lower_group(group, target)
+    formats = ["tir", "ll", "asm", "c"] if fmt == "all" else [fmt]
+    print(f"# fused group '{group.name}' ({group.describe()}), kernel {group.symbol}")
+    for f in formats:
+        print(f"# ---- {f} ----")
+        if f == "tir":
+            print(func)
+        elif f == "ll":
+            print(jit.emit_llvm_ir([func], target))
+        elif f == "asm":
+            print(jit.emit_assembly([func], target))
+        else:
+            from ember.codegen.c import codegen_c
+
+            print(codegen_c([func]))
+    return 0
+
+
+def _threads(args: argparse.Namespace) -> int:
+    from ember.runtime import threadpool
+
+    if args.threads is not None and args.threads < 1:
+        raise ArgumentError(f"--threads must be >= 1, got {args.threads}")
+    return args.threads or threadpool.num_threads()
+
+
+def _cmd_bench(args: argparse.Namespace) -> int:
+    from ember.runtime.compare import bench
+
+    if _is_compiled(args.model):
+        raise ArgumentError("bench compares with onnxruntime: pass the .onnx model file")
+    model = _compile(args)
+    onnx_model = _onnx_model(args.model, _input_shapes(args))
+    feeds = _feeds(args, model, onnx_model)
+    report = bench(onnx_model, model, feeds, _threads(args), runs=args.runs,
+                   warmup=args.warmup)
+    print(f"model {args.model} ({len(model.plan.calls)} fused groups), {args.runs} runs")
+    print(report)
+    return 0
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    from ember.runtime.compare import check
+
+    if _is_compiled(args.model):
+        raise ArgumentError("check compares with onnxruntime: pass the .onnx model file")
+    model = _compile(args)
+    onnx_model = _onnx_model(args.model, _input_shapes(args))
+    report = check(onnx_model, model, _feeds(args, model, onnx_model), rtol=args.rtol,
+                   atol=args.atol)
+    print(f"compared {report.compared} tensors with onnxruntime")
+    if report.worst is not None:
+        w = report.worst
+        print(f"largest difference: '{w.value}' (node '{w.node}' {w.op}, group '{w.group}'): "
+              f"abs {w.max_abs:.2e}, rel {w.max_rel:.2e}")
+    if report.first is None:
+        print("all tensors agree")
+        return 0
+    f = report.first
+    print(f"FIRST DIVERGENCE: '{f.value}' from node '{f.node}' ({f.op}) in fused group "
+          f"'{f.group}': abs {f.max_abs:.2e}, rel {f.max_rel:.2e}")
+    return 1
+
+
+def _cmd_zoo(args: argparse.Namespace) -> int:
+    from ember import zoo
+
+    if args.list or not args.name:
+        print("models: " + ", ".join(zoo.MODELS))
+        return 0
+    if not args.output:
+        raise ArgumentError("zoo: pass -o FILE.onnx")
+    config: dict[str, Any] = {}
+    for key, value in _key_values(args.config or [], "--config"):
+        try:
+            config[key] = int(value)
+        except ValueError:
+            config[key] = value
+    path = zoo.save_model(args.name, args.output, **config)
+    print(f"wrote {args.name} to {path}")
+    return 0
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from ember.demo import run_gemm_demo
+    if args.gemm:
+        from ember.demo import run_gemm_demo
 
-    return run_gemm_demo(size=args.size, threads=args.threads, target=args.target)
+        return run_gemm_demo(size=args.size, threads=args.threads, target=args.target)
+    from ember.demo import run_model_demo
+
+    return run_model_demo(args.model, image_size=args.image_size, threads=args.threads,
+                          target=args.target)
 
 
 def _cmd_target(args: argparse.Namespace) -> int:
@@ -27,33 +297,109 @@ def _cmd_target(args: argparse.Namespace) -> int:
     return 0
 
 
+# parser -----------------------------------------------------------------------------------
+def _model_options(p: argparse.ArgumentParser, compiled_ok: bool = True) -> None:
+    what = "an .onnx file" + (" or a directory written by 'ember compile'" if compiled_ok else "")
+    p.add_argument("model", help=f"the model: {what}")
+    p.add_argument("--target", default="llvm", help="target string (default: llvm, this CPU)")
+    p.add_argument("-O", "--opt-level", type=int, default=3, choices=range(4),
+                   help="graph optimization level (default 3)")
+    p.add_argument("--shape", action="append", metavar="NAME=D0,D1,...",
+                   help="static shape of a dynamic input (repeatable)")
+    p.add_argument("--no-cache", action="store_true", help="do not use the kernel disk cache")
+
+
+def _input_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--input", action="append", metavar="NAME=FILE.npy",
+                   help="an input from a .npy file (repeatable; others are random)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ember", description="ember: an end-to-end deep learning compiler")
     parser.add_argument("--version", action="store_true", help="print the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    demo = sub.add_parser("demo", help="compile a GEMM with a tuned schedule, check it "
-                                       "against numpy and compare speed",
-                          description="Build an fp32 matrix multiply with ember's x86 "
-                                      "schedule, check it against numpy and print GFLOP/s of "
-                                      "both.")
-    demo.add_argument("--size", type=int, default=1024, help="M = N = K (default 1024)")
-    demo.add_argument("--threads", type=int, default=None,
-                      help="thread count (default: all cores)")
-    demo.add_argument("--target", default="llvm", help="target string (default: llvm, the "
-                                                       "host CPU)")
-    demo.set_defaults(func=_cmd_demo)
+    p = sub.add_parser("compile", help="compile a model and store the result",
+                       description="Compile an ONNX model and write the compiled model (plan, "
+                                   "constants, kernel objects) to a directory.")
+    _model_options(p, compiled_ok=False)
+    p.add_argument("-o", "--output", required=True, help="output directory")
+    p.set_defaults(func=_cmd_compile)
 
-    target = sub.add_parser("target", help="show what a target string means on this machine",
-                            description="Parse a target string (default: the host) and print "
-                                        "its triple, CPU and vector width.")
-    target.add_argument("spec", nargs="?", default="", help='e.g. "llvm -mcpu=znver4"')
-    target.set_defaults(func=_cmd_target)
+    p = sub.add_parser("run", help="run a model on random or given inputs",
+                       description="Run a model (compiling it first if it is an .onnx file) and "
+                                   "print the output shapes and first values.")
+    _model_options(p)
+    _input_options(p)
+    p.set_defaults(func=_cmd_run)
+
+    p = sub.add_parser("inspect", help="print the fused graph, memory plan or kernel code",
+                       description="Print the optimized, fused graph and the memory plan "
+                                   "(planned vs naive bytes); with --source, the loop program "
+                                   "and generated code of one fused group.")
+    _model_options(p)
+    p.add_argument("--source", metavar="GROUP", help="fused group name (or kernel symbol)")
+    p.add_argument("--format", default="all", choices=["all", "tir", "ll", "asm", "c"],
+                   help="which code to print with --source (default: all)")
+    p.set_defaults(func=_cmd_inspect)
+
+    p = sub.add_parser("bench", help="time ember against onnxruntime",
+                       description="Median latency of ember and onnxruntime on the same inputs "
+                                   "and thread count, their ratio and the max output error.")
+    _model_options(p, compiled_ok=False)
+    _input_options(p)
+    p.add_argument("--threads", type=int, default=None, help="threads for both (default: all)")
+    p.add_argument("--runs", type=int, default=20, help="timed runs (default 20)")
+    p.add_argument("--warmup", type=int, default=3, help="untimed runs first (default 3)")
+    p.set_defaults(func=_cmd_bench)
+
+    p = sub.add_parser("check", help="find the first tensor where ember and onnxruntime differ",
+                       description="Run ember and onnxruntime on the same random inputs, "
+                                   "compare every intermediate both expose and name the first "
+                                   "node whose output diverges, with its fused group.")
+    _model_options(p, compiled_ok=False)
+    _input_options(p)
+    p.add_argument("--rtol", type=float, default=1e-3, help="relative tolerance (1e-3)")
+    p.add_argument("--atol", type=float, default=1e-4, help="absolute tolerance (1e-4)")
+    p.set_defaults(func=_cmd_check)
+
+    p = sub.add_parser("zoo", help="write a model-zoo model as ONNX",
+                       description="Build a model of the zoo with seeded random weights and "
+                                   "write it as an ONNX file.")
+    p.add_argument("name", nargs="?", help="model name (see --list)")
+    p.add_argument("-o", "--output", help="output .onnx file")
+    p.add_argument("--config", action="append", metavar="KEY=VALUE",
+                   help="builder option, e.g. image_size=64 (repeatable)")
+    p.add_argument("--list", action="store_true", help="list the models")
+    p.set_defaults(func=_cmd_zoo)
+
+    p = sub.add_parser("demo", help="compile ResNet-18, check it against onnxruntime, time "
+                                    "both (--gemm: the GEMM demo)",
+                       description="Build ResNet-18 from the zoo, compile it, run it, compare "
+                                   "with onnxruntime and print the latency of both and the max "
+                                   "error. --gemm runs the fp32 GEMM demo instead.")
+    p.add_argument("--gemm", action="store_true", help="run the GEMM demo")
+    p.add_argument("--model", default="resnet18", help="zoo model (default resnet18)")
+    p.add_argument("--image-size", type=int, default=224, help="image size (default 224)")
+    p.add_argument("--size", type=int, default=1024, help="GEMM: M = N = K (default 1024)")
+    p.add_argument("--threads", type=int, default=None,
+                   help="thread count (default: all cores)")
+    p.add_argument("--target", default="llvm", help="target string (default: llvm, the "
+                                                    "host CPU)")
+    p.set_defaults(func=_cmd_demo)
+
+    p = sub.add_parser("target", help="show what a target string means on this machine",
+                       description="Parse a target string (default: the host) and print "
+                                   "its triple, CPU and vector width.")
+    p.add_argument("spec", nargs="?", default="", help='e.g. "llvm -mcpu=znver4"')
+    p.set_defaults(func=_cmd_target)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.version:
@@ -67,7 +413,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except EmberError as err:
-        print(f"ember: error: {type(err).__name__}: {err}", file=sys.stderr)
+        message = " ".join(str(err).split())
+        if len(message) > 2000:
+            message = message[:2000] + " ..."
+        print(f"ember: error: {type(err).__name__}: {message}", file=sys.stderr)
         return 2
 
 

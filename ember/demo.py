@@ -53,3 +53,45 @@ def run_gemm_demo(size: int = 1024, threads: int | None = None, target: str = "l
     print(f"  numpy (BLAS)      {_gflops(size, numpy_s):8.1f} GFLOP/s  ({numpy_s * 1e3:.2f} ms)")
     print(f"  ratio ember/numpy {numpy_s / ember_s:8.2f}")
     return 0 if ok else 1
+
+
+def run_model_demo(name: str = "resnet18", image_size: int = 224, threads: int | None = None,
+                   target: str = "llvm", runs: int = 10) -> int:
+    """Zoo model -> ember.compile -> run -> compare with onnxruntime; print latency and error."""
+    if threads is not None:
+        os.environ["EMBER_NUM_THREADS"] = str(threads)
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    import ember
+    from ember import zoo
+    from ember.runtime import threadpool
+    from ember.runtime.compare import bench
+
+    config = {"image_size": image_size} if "image_size" in _config_keys(name) else {}
+    model = zoo.build_model(name, **config)
+    start = time.perf_counter()
+    compiled = ember.compile(model, target=target)
+    compile_s = time.perf_counter() - start
+    feeds = zoo.random_inputs(model, 0)
+    count = threads or threadpool.num_threads()
+    report = bench(model, compiled, feeds, count, runs=runs)
+    stats = compiled.stats
+    ok = report.max_rel < 1e-3
+    print(f"ember {name}, target {target}, {count} threads")
+    print(f"  fused groups      {stats['groups']:8d}  ({stats['kernels']} distinct kernels, "
+          f"{stats['cached']} from the disk cache)")
+    print(f"  compile time      {compile_s:8.2f} s")
+    print(f"  ember             {report.ember_seconds * 1e3:8.2f} ms")
+    print(f"  onnxruntime       {report.ort_seconds * 1e3:8.2f} ms")
+    print(f"  ratio ember/ort   {report.ratio:8.2f}")
+    print(f"  max abs. error    {report.max_abs:8.2e}")
+    print(f"  max rel. error    {report.max_rel:8.2e}  ({'ok' if ok else 'WRONG'} vs onnxruntime)")
+    return 0 if ok else 1
+
+
+def _config_keys(name: str) -> set[str]:
+    import inspect
+
+    from ember import zoo
+
+    builder = zoo.MODELS.get(name)
+    return set(inspect.signature(builder).parameters) if builder is not None else set()

@@ -206,7 +206,8 @@ def exec_plan(graph: Graph, groups: Sequence[FusedGroup], memory: Any,
         values = [*g.outer_inputs, *g.outer_outputs]
         calls.append(KernelCall(g.name, g.symbol, tuple(slot(v) for v in values),
                                 tuple(str(v.type.dtype) for v in values),
-                                tuple(v.type.size for v in values), g.anchor, g.pattern))
+                                tuple(v.type.shape for v in values), g.anchor, g.pattern,
+                                tuple(v.name for v in values), len(g.outer_inputs)))
     sources = []
     for v in graph.outputs:
         if v.is_constant and v not in constant_offsets:
@@ -252,7 +253,7 @@ def compile(model: Any, target: str | Target = "llvm", opt_level: int = 3,
     compiled = CompiledModel(xplan, objects, blob, str(tgt), graph=fused, stats=stats)
     timings["link"] = time.perf_counter() - start - sum(timings.values())
     compiled.stats["seconds"] = timings
-    compiled.memory_plan = memory  # type: ignore[attr-defined]
+    compiled.memory_plan = memory
     return compiled
 
 

@@ -85,6 +85,7 @@ class CompiledModel:
         self.target = target
         self.graph = graph
         self.stats = dict(stats or {})
+        self.memory_plan: Any = None  # the graph memory plan, when compiled in this process
         self._workspace = aligned_bytes(plan.workspace_bytes)
         self._constants = aligned_bytes(plan.constant_bytes)
         self._constants[:plan.constant_bytes] = constants.view(np.uint8).reshape(-1)[
@@ -111,6 +112,10 @@ class CompiledModel:
     @property
     def workspace_bytes(self) -> int:
         return self.plan.workspace_bytes
+
+    def constant_bytes(self) -> np.ndarray:
+        """The constant blob the kernels read (read-only)."""
+        return self._constants[:self.plan.constant_bytes]
 
     def __repr__(self) -> str:
         ins = ", ".join(map(str, self.plan.inputs))
@@ -209,6 +214,27 @@ class CompiledModel:
                 functions[call.symbol] = fn
             calls.append((fn, tuple(address(a) for a in call.args)))
         return calls, [arrays, outputs]
+
+    def trace(self, inputs: Mapping[str, Any] | Sequence[Any]
+              ) -> list[tuple[str, str, np.ndarray]]:
+        """Run group by group; (group, value name, copy of the value) for every group output."""
+        calls, keep = self.kernel_calls(inputs)
+        record = []
+        with self._lock:
+            for call, (fn, args) in zip(self.plan.calls, calls):
+                status = fn(*args)
+                if status != 0:
+                    raise EmberError(f"group '{call.group}' failed with status {status}")
+                for k in range(call.num_inputs, len(call.args)):
+                    name, dtype = call.arg_names[k], np.dtype(call.arg_dtypes[k])
+                    shape = call.arg_shapes[k]
+                    count = int(np.prod(shape, dtype=np.int64))
+                    view = np.ctypeslib.as_array(
+                        (ctypes.c_uint8 * (count * dtype.itemsize)).from_address(args[k]))
+                    array = view.view(dtype).reshape(shape).copy()
+                    record.append((call.group, name, array))
+        del keep
+        return record
 
     def profile(self, inputs: Mapping[str, Any] | Sequence[Any], repeat: int = 10
                 ) -> ProfileTable:

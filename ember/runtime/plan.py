@@ -51,9 +51,11 @@ class KernelCall:
     symbol: str
     args: tuple[Slot, ...]
     arg_dtypes: tuple[str, ...]
-    arg_sizes: tuple[int, ...]  # element counts
+    arg_shapes: tuple[tuple[int, ...], ...]
     anchor: str = ""
     pattern: str = ""
+    arg_names: tuple[str, ...] = ()  # value names, for tracing and messages
+    num_inputs: int = 0             # args[:num_inputs] are read, the rest written
 
 
 @dataclass(frozen=True)
@@ -89,8 +91,9 @@ class ExecPlan:
             return Slot(d["kind"], int(d["index"]))
 
         calls = tuple(KernelCall(c["group"], c["symbol"], tuple(slot(a) for a in c["args"]),
-                                 tuple(c["arg_dtypes"]), tuple(c["arg_sizes"]), c["anchor"],
-                                 c["pattern"]) for c in data["calls"])
+                                 tuple(c["arg_dtypes"]), tuple(tuple(a) for a in c["arg_shapes"]), c["anchor"],
+                                 c["pattern"], tuple(c.get("arg_names", ())),
+                                 int(c.get("num_inputs", 0))) for c in data["calls"])
         return ExecPlan(data["name"], tuple(spec(s) for s in data["inputs"]),
                         tuple(spec(s) for s in data["outputs"]),
                         tuple(slot(s) for s in data["output_sources"]), calls,
