@@ -43,11 +43,13 @@ def vector_lanes(target: Target, dtype: str = "float32") -> int:
         return 1
 
 
-def inline_injective(s: Schedule) -> None:
-    """Inline every non-output compute stage without a reduction."""
+def inline_injective(s: Schedule, keep_tags: Sequence[str] = ()) -> None:
+    """Inline every non-output compute stage without a reduction (except those tagged with
+    one of `keep_tags`)."""
     for stage in s.stages:
         op = stage.op
-        if isinstance(op, ComputeOp) and not op.reduce_axis and not stage.is_output:
+        if isinstance(op, ComputeOp) and not op.reduce_axis and not stage.is_output \
+                and op.tag not in keep_tags:
             stage.compute_inline()
 
 
@@ -80,12 +82,20 @@ def schedule_flat(stage: Stage, target: Target, dtype: str = "float32") -> IterV
     return outer
 
 
-def schedule_injective(outs: Sequence[Tensor], target: Target) -> Schedule:
-    """Generic schedule for a group of elementwise / broadcast / injective ops."""
+def schedule_injective(outs: Sequence[Tensor], target: Target,
+                       root_tags: Sequence[str] = ()) -> Schedule:
+    """Generic schedule for a group of elementwise / broadcast / injective ops.
+
+    Stages tagged with one of `root_tags` (small tables such as per-channel factors) are
+    computed once at root instead of being inlined into every output element."""
     s = te.create_schedule([t.op for t in outs])
-    inline_injective(s)
+    inline_injective(s, root_tags)
     for t in outs:
         schedule_flat(s[t], target, str(t.dtype))
+    for stage in s.stages:
+        if isinstance(stage.op, ComputeOp) and stage.op.tag in root_tags and \
+                not stage.is_output and not stage.op.reduce_axis:
+            schedule_flat(stage, target, str(stage.op.output(0).dtype))
     return s
 
 
