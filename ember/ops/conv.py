@@ -1,0 +1,470 @@
+"""Conv and ConvTranspose (ONNX semantics): shape rules, te computes, x86 schedules.
+
+Conv computes in NCHW with the output channels blocked by `ob` (8 or 16) inside the kernel:
+
+    pad[n, c, h, w]                  padded input (materialized once)
+    pack[o, ic, kh, kw, oi]          weights, output-channel block innermost (per block)
+    conv[n, o, oh, ow, oi] = sum_{ic, kh, kw} pad[n, g*IC + ic, ...] * pack[o, ic, kh, kw, oi]
+    out[n, oc, oh, ow] = conv[n, oc // ob, oh, ow, oc % ob] (+ bias[oc])
+
+The micro-kernel keeps an `ow_tile x ob` tile of `conv` in vector registers (vectorized over
+oi, unrolled over ow) while streaming input channels and kernel taps; fused epilogues run on
+the tile before it is stored. Depthwise and channel counts that are no multiple of 8 use a
+plain NCHW compute vectorized over the output width instead.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from ember import te
+from ember.errors import ShapeError, UnsupportedOpError
+from ember.graph.ir import TensorType
+from ember.ops.generic import inline_injective, schedule_flat
+from ember.ops.registry import Attrs, OpDef, Pattern
+from ember.target import Target
+from ember.te.schedule import Schedule, Stage
+from ember.te.tensor import ComputeOp, Tensor
+from ember.tir.expr import Expr, IntImm
+
+AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
+CONV_TAGS = ("Conv", "ConvTranspose")
+
+
+def shape_of(t: Tensor) -> tuple[int, ...]:
+    return tuple(int(d.value) for d in t.shape)  # type: ignore[attr-defined]
+
+
+def extent(iv: object) -> int:
+    dom = iv.dom  # type: ignore[attr-defined]
+    assert isinstance(dom.extent, IntImm)
+    return dom.extent.value
+
+
+def pick_tile(n: int, limit: int) -> int:
+    """The largest divisor of n that is at most limit (tiles without tails)."""
+    return max(d for d in range(1, min(n, limit) + 1) if n % d == 0)
+
+
+def spatial_attr(attrs: Attrs, key: str, nsp: int, default: int, node: str = "") -> list[int]:
+    value = attrs.get(key)
+    if value is None or len(value) == 0:
+        return [default] * nsp
+    if len(value) != nsp:
+        raise ShapeError(f"{node}attribute '{key}' has {len(value)} values, expected {nsp} "
+                         f"(one per spatial dimension)")
+    return [int(v) for v in value]
+
+
+def resolve_pads(attrs: Attrs, in_sp: Sequence[int], kernel: Sequence[int],
+                 strides: Sequence[int], dilations: Sequence[int]) -> list[tuple[int, int]]:
+    """(begin, end) padding per spatial dimension from `pads` or `auto_pad`."""
+    nsp = len(in_sp)
+    auto = attrs.get("auto_pad", "NOTSET")
+    if isinstance(auto, bytes):
+        auto = auto.decode()
+    if auto not in AUTO_PADS:
+        raise UnsupportedOpError(f"auto_pad={auto!r} is not supported (expected one of "
+                                 f"{AUTO_PADS})")
+    if auto == "VALID":
+        return [(0, 0)] * nsp
+    if auto in ("SAME_UPPER", "SAME_LOWER"):
+        out = []
+        for i in range(nsp):
+            size = -(-in_sp[i] // strides[i])
+            total = max(0, (size - 1) * strides[i] + (kernel[i] - 1) * dilations[i] + 1
+                        - in_sp[i])
+            small, large = total // 2, total - total // 2
+            out.append((small, large) if auto == "SAME_UPPER" else (large, small))
+        return out
+    pads = attrs.get("pads")
+    if pads is None or len(pads) == 0:
+        return [(0, 0)] * nsp
+    if len(pads) != 2 * nsp:
+        raise ShapeError(f"attribute 'pads' has {len(pads)} values, expected {2 * nsp}")
+    if any(int(p) < 0 for p in pads):
+        raise ShapeError(f"attribute 'pads' must be non-negative, got {tuple(pads)}")
+    return [(int(pads[i]), int(pads[i + nsp])) for i in range(nsp)]
+
+
+# -- Conv -----------------------------------------------------------------------------------
+def _conv_geometry(attrs: Attrs, x: TensorType | Tensor, w: TensorType | Tensor
+                   ) -> tuple[list[int], list[int], list[int], list[tuple[int, int]], list[int]]:
+    """(kernel, strides, dilations, pads, output spatial sizes); checks the shapes."""
+    xs = x.shape if isinstance(x, TensorType) else shape_of(x)
+    ws = w.shape if isinstance(w, TensorType) else shape_of(w)
+    if len(xs) < 3 or len(xs) > 5:
+        raise ShapeError(f"input X must be [N, C, spatial...] with 1-3 spatial dimensions, "
+                         f"got shape {tuple(xs)}")
+    if len(ws) != len(xs):
+        raise ShapeError(f"weight W has shape {tuple(ws)}, expected rank {len(xs)} like X "
+                         f"{tuple(xs)}")
+    nsp = len(xs) - 2
+    group = int(attrs.get("group", 1))
+    if group < 1 or xs[1] % group or ws[0] % group:
+        raise ShapeError(f"group={group} must divide the input channels ({xs[1]}) and the "
+                         f"output channels ({ws[0]})")
+    if ws[1] * group != xs[1]:
+        raise ShapeError(f"input has {xs[1]} channels but W {tuple(ws)} with group={group} "
+                         f"expects {ws[1] * group}")
+    kernel = list(ws[2:])
+    ks = attrs.get("kernel_shape")
+    if ks and tuple(int(k) for k in ks) != tuple(kernel):
+        raise ShapeError(f"kernel_shape {tuple(ks)} does not match W's spatial shape "
+                         f"{tuple(kernel)}")
+    strides = spatial_attr(attrs, "strides", nsp, 1)
+    dilations = spatial_attr(attrs, "dilations", nsp, 1)
+    if min(strides + dilations) < 1:
+        raise ShapeError(f"strides {strides} and dilations {dilations} must be positive")
+    pads = resolve_pads(attrs, xs[2:], kernel, strides, dilations)
+    out = []
+    for i in range(nsp):
+        span = (kernel[i] - 1) * dilations[i] + 1
+        size = (xs[2 + i] + pads[i][0] + pads[i][1] - span) // strides[i] + 1
+        if size <= 0:
+            raise ShapeError(f"spatial dimension {i}: input {xs[2 + i]} with pads {pads[i]} is "
+                             f"smaller than the dilated kernel {span}")
+        out.append(size)
+    return kernel, strides, dilations, pads, out
+
+
+def _infer_conv(attrs: Attrs, inputs: Sequence[TensorType | None]) -> list[TensorType]:
+    x, w = inputs[0], inputs[1]
+    bias = inputs[2] if len(inputs) > 2 else None
+    assert x is not None and w is not None
+    if x.dtype != w.dtype or not x.dtype.is_float:
+        raise ShapeError(f"X and W must be the same float type, got {x.dtype} and {w.dtype}")
+    *_, out = _conv_geometry(attrs, x, w)
+    if bias is not None and bias.shape != (w.shape[0],):
+        raise ShapeError(f"bias B has shape {bias.shape}, expected ({w.shape[0]},)")
+    return [TensorType((x.shape[0], w.shape[0], *out), x.dtype)]
+
+
+def pad_input(x: Tensor, pads: Sequence[tuple[int, int]], name: str = "Conv.pad") -> Tensor:
+    """x with zero padding on its spatial (trailing) dimensions; x itself if none."""
+    if all(p == (0, 0) for p in pads):
+        return x
+    xs = shape_of(x)
+    lead = len(xs) - len(pads)
+    shape = xs[:lead] + tuple(s + b + e for s, (b, e) in zip(xs[lead:], pads))
+    zero = te.const(0, x.dtype)
+
+    def fpad(*i: Expr) -> Expr:
+        conds = []
+        src = list(i[:lead])
+        for d, (b, _) in enumerate(pads):
+            v = i[lead + d]
+            if b:
+                conds.append(v >= b)
+            if b or pads[d][1]:
+                conds.append(v < b + xs[lead + d])
+            src.append(v - b if b else v)
+        return te.if_then_else(te.all(*conds), x[tuple(src)], zero) if conds else x[tuple(src)]
+
+    return te.compute(shape, fpad, name="pad", tag=name)  # type: ignore[return-value]
+
+
+def conv_block(out_per_group: int, in_per_group: int) -> int:
+    """Output-channel block of the blocked compute (0: use the plain NCHW compute)."""
+    if in_per_group == 1 and out_per_group < 16:
+        return 0  # depthwise: one input channel per output, nothing to reuse across a block
+    for ob in (16, 8):
+        if out_per_group % ob == 0:
+            return ob
+    return 0
+
+
+def conv_core(x: Tensor, w: Tensor, bias: Tensor | None, strides: Sequence[int],
+              dilations: Sequence[int], group: int, out_sp: Sequence[int], tag: str,
+              weight_index: object = None) -> Tensor:
+    """Convolution of an already padded x with weights w [OC, IC/group, *kernel].
+
+    `weight_index(oc, ic, *k)` (if given) maps a weight read to w's indices (used by
+    ConvTranspose to flip and transpose its kernel without a copy)."""
+    xs, ws = shape_of(x), shape_of(w)
+    n_batch, nsp = xs[0], len(out_sp)
+    oc_total = ws[0] if weight_index is None else _oc_total(w, group)
+    icg = xs[1] // group
+    ocg = oc_total // group
+    kernel = _kernel(w, nsp, weight_index)
+    wread = weight_index or (lambda o, c, *k: (o, c, *k))
+    ic = te.reduce_axis((0, icg), name="ic")
+    ks = [te.reduce_axis((0, k), name=f"k{d}") for d, k in enumerate(kernel)]
+    dtype = x.dtype
+
+    def x_at(n: Expr, c: Expr, sp: Sequence[Expr]) -> Expr:
+        return x[(n, c, *[sp[d] * strides[d] + ks[d].var * dilations[d] for d in range(nsp)])]
+
+    ob = conv_block(ocg, icg)
+    if ob:
+        blocks = oc_total // ob
+        pack = te.compute((blocks, icg, *kernel, ob),
+                          lambda o, c, *r: w[wread(o * ob + r[-1], c, *r[:-1])],
+                          name="pack", tag=f"{tag}.pack")
+
+        def fconv(n: Expr, o: Expr, *r: Expr) -> Expr:
+            g = o // (ocg // ob) if group > 1 else te.const(0)
+            return te.sum(x_at(n, g * icg + ic.var, r[:-1]) * pack[(o, ic, *ks, r[-1])],
+                          axis=[ic, *ks])
+
+        conv = te.compute((n_batch, blocks, *out_sp, ob), fconv, name="conv", tag=tag)
+
+        def fout(n: Expr, c: Expr, *sp: Expr) -> Expr:
+            v = conv[(n, c // ob, *sp, c % ob)]
+            return v + bias[c] if bias is not None else v
+    else:
+        def fplain(n: Expr, c: Expr, *sp: Expr) -> Expr:
+            g = c // ocg if group > 1 else te.const(0)
+            return te.sum(x_at(n, g * icg + ic.var, sp) * w[wread(c, ic.var, *[k.var for k in ks])], axis=[ic, *ks])
+
+        conv = te.compute((n_batch, oc_total, *out_sp), fplain, name="conv", tag=tag)
+
+        def fout(n: Expr, c: Expr, *sp: Expr) -> Expr:
+            v = conv[(n, c, *sp)]
+            return v + bias[c] if bias is not None else v
+
+    del dtype
+    return te.compute((n_batch, oc_total, *out_sp), fout, name="conv_out",
+                      tag=f"{tag}.out")  # type: ignore[return-value]
+
+
+def _oc_total(w: Tensor, group: int) -> int:
+    return shape_of(w)[1] * group  # ConvTranspose W: [C_in, OC / group, *k]
+
+
+def _kernel(w: Tensor, nsp: int, weight_index: object) -> list[int]:
+    return list(shape_of(w)[2:2 + nsp])
+
+
+def _compute_conv(attrs: Attrs, inputs: Sequence[Tensor | None]) -> list[Tensor]:
+    x, w = inputs[0], inputs[1]
+    bias = inputs[2] if len(inputs) > 2 else None
+    assert x is not None and w is not None
+    _, strides, dilations, pads, out = _conv_geometry(attrs, x, w)
+    padded = pad_input(x, pads)
+    return [conv_core(padded, w, bias, strides, dilations, int(attrs["group"]), out, "Conv")]
+
+
+# -- schedule -------------------------------------------------------------------------------
+def find_stage(s: Schedule, tags: Sequence[str]) -> Stage | None:
+    for stage in s.stages:
+        if isinstance(stage.op, ComputeOp) and stage.op.tag in tags:
+            return stage
+    return None
+
+
+def _threads() -> int:
+    from ember.runtime.threadpool import num_threads
+
+    return num_threads()
+
+
+def schedule_conv(outs: Sequence[Tensor], target: Target, ow_tile: int | None = None,
+                  vector_tile: int = 28) -> Schedule:
+    """Schedule a group whose anchor is Conv/ConvTranspose (with any elementwise epilogue).
+
+    ow_tile: output columns per register tile (default: the largest divisor of the output
+    width <= 28 for the blocked compute, <= `vector_tile` lanes for the plain one)."""
+    s = te.create_schedule([t.op for t in outs])
+    inline_injective(s)
+    conv = find_stage(s, CONV_TAGS)
+    assert conv is not None, "schedule_conv: no Conv stage in the group"
+    tag = conv.op.tag  # type: ignore[attr-defined]
+    pad = find_stage(s, (f"{tag}.pad",))
+    pack = find_stage(s, (f"{tag}.pack",))
+    if pad is not None:
+        pad.compute_root()
+        schedule_flat(pad, target, str(pad.op.outputs[0].dtype))
+    out = s[outs[0]]
+    conv_shape = shape_of(conv.op.outputs[0])
+    blocked = pack is not None
+    out_shape = conv_shape[:1] + (conv_shape[1] * conv_shape[-1],) + conv_shape[2:-1] \
+        if blocked else conv_shape
+    if len(outs) != 1 or shape_of(outs[0]) != out_shape:
+        # unusual group: compute the convolution whole, then the outputs
+        _schedule_conv_root(conv, pack, blocked, target)
+        for t in outs:
+            schedule_flat(s[t], target, str(t.dtype))
+        return s
+    n, c, *sp = out.op.axis  # type: ignore[attr-defined]
+    ow = sp[-1]
+    width = extent(ow)
+    if blocked:
+        ob = conv_shape[-1]
+        tile = ow_tile or pick_tile(width, 28 if ob <= 16 else 14)
+        co, ci = out.split(c, ob)
+        wo, wi = out.split(ow, tile)
+        out.reorder(n, co, *sp[:-1], wo, ci, wi)
+        outer = out.fuse(n, co)
+        if extent(n) * (extent(c) // ob) >= _threads() or not sp[:-1]:
+            out.parallel(outer)
+            assert pack is not None
+            pack.compute_at(out, outer)
+        else:
+            outer = out.fuse(outer, *sp[:-1])
+            out.parallel(outer)
+            assert pack is not None
+            pack.compute_root()
+            pack.parallel(pack.op.axis[0])  # type: ignore[attr-defined]
+        pack.vectorize(pack.op.axis[-1])  # type: ignore[attr-defined]
+        out.vectorize(wi)
+        conv.compute_at(out, wo)
+        *_, cw, coi = conv.op.axis  # type: ignore[attr-defined]
+        conv.reorder(*conv.op.reduce_axis, cw, coi)  # type: ignore[attr-defined]
+        conv.unroll(cw)
+        conv.vectorize(coi)
+        return s
+    tile = ow_tile or pick_tile(width, vector_tile)
+    if tile < 4 and width > vector_tile:
+        tile = 16
+    wo, wi = out.split(ow, tile)
+    outer = out.fuse(n, c, *sp[:-1])
+    out.parallel(outer)
+    out.vectorize(wi)
+    conv.compute_at(out, wo)
+    cw = conv.op.axis[-1]  # type: ignore[attr-defined]
+    conv.reorder(*conv.op.reduce_axis, cw)  # type: ignore[attr-defined]
+    conv.vectorize(cw)
+    return s
+
+
+def _schedule_conv_root(conv: Stage, pack: Stage | None, blocked: bool, target: Target) -> None:
+    axes = list(conv.op.axis)  # type: ignore[attr-defined]
+    reduce_axes = list(conv.op.reduce_axis)  # type: ignore[attr-defined]
+    if pack is not None:
+        pack.compute_root()
+        pack.parallel(pack.op.axis[0])  # type: ignore[attr-defined]
+    if blocked:
+        *outer_axes, cw, coi = axes
+        wo, wi = conv.split(cw, pick_tile(extent(cw), 14))
+        conv.reorder(*outer_axes, wo, *reduce_axes, wi, coi)
+        conv.unroll(wi)
+        conv.vectorize(coi)
+        conv.parallel(conv.fuse(*outer_axes[:2]))
+    else:
+        *outer_axes, cw = axes
+        wo, wi = conv.split(cw, pick_tile(extent(cw), 16))
+        conv.reorder(*outer_axes, wo, *reduce_axes, wi)
+        conv.vectorize(wi)
+        conv.parallel(conv.fuse(*outer_axes[:2]))
+
+
+# -- ConvTranspose --------------------------------------------------------------------------
+def _transpose_geometry(attrs: Attrs, xs: Sequence[int], ws: Sequence[int]
+                        ) -> tuple[list[int], list[int], list[int], list[tuple[int, int]],
+                                   list[int]]:
+    """(kernel, strides, dilations, pads, output sizes) of a ConvTranspose."""
+    if len(xs) < 3 or len(xs) > 5 or len(ws) != len(xs):
+        raise ShapeError(f"X {tuple(xs)} and W {tuple(ws)} must be [N, C, spatial...] and "
+                         f"[C, OC/group, kernel...] of the same rank (3 to 5)")
+    nsp = len(xs) - 2
+    group = int(attrs.get("group", 1))
+    if group < 1 or xs[1] % group:
+        raise ShapeError(f"group={group} must divide the input channels ({xs[1]})")
+    if ws[0] != xs[1]:
+        raise ShapeError(f"input has {xs[1]} channels but W {tuple(ws)} expects {ws[0]}")
+    kernel = list(ws[2:])
+    ks = attrs.get("kernel_shape")
+    if ks and tuple(int(k) for k in ks) != tuple(kernel):
+        raise ShapeError(f"kernel_shape {tuple(ks)} does not match W's spatial shape "
+                         f"{tuple(kernel)}")
+    strides = spatial_attr(attrs, "strides", nsp, 1)
+    dilations = spatial_attr(attrs, "dilations", nsp, 1)
+    out_pad = spatial_attr(attrs, "output_padding", nsp, 0)
+    auto = attrs.get("auto_pad", "NOTSET")
+    if auto not in AUTO_PADS:
+        raise UnsupportedOpError(f"auto_pad={auto!r} is not supported (expected one of "
+                                 f"{AUTO_PADS})")
+    full = [strides[i] * (xs[2 + i] - 1) + out_pad[i] + (kernel[i] - 1) * dilations[i] + 1
+            for i in range(nsp)]
+    output_shape = attrs.get("output_shape")
+    if output_shape:
+        target_sp = [int(v) for v in output_shape][-nsp:]
+        pads = []
+        for i in range(nsp):
+            total = full[i] - target_sp[i]
+            if total < 0:
+                raise ShapeError(f"output_shape {tuple(output_shape)} is larger than the full "
+                                 f"transposed convolution {tuple(full)}")
+            # onnxruntime: SAME_UPPER puts the extra padding at the beginning
+            big, small = total - total // 2, total // 2
+            pads.append((big, small) if auto == "SAME_UPPER" else (small, big))
+    elif auto in ("SAME_UPPER", "SAME_LOWER"):
+        pads = []
+        for i in range(nsp):
+            total = max(0, full[i] - xs[2 + i] * strides[i])
+            big, small = total - total // 2, total // 2
+            pads.append((big, small) if auto == "SAME_UPPER" else (small, big))
+    elif auto == "VALID":
+        pads = [(0, 0)] * nsp
+    else:
+        pads = resolve_pads({"pads": attrs.get("pads")}, xs[2:], kernel, strides, dilations)
+    out = [full[i] - pads[i][0] - pads[i][1] for i in range(nsp)]
+    if min(out) <= 0:
+        raise ShapeError(f"ConvTranspose output would be empty: {tuple(out)}")
+    return kernel, strides, dilations, pads, out
+
+
+def _infer_conv_transpose(attrs: Attrs, inputs: Sequence[TensorType | None]
+                          ) -> list[TensorType]:
+    x, w = inputs[0], inputs[1]
+    bias = inputs[2] if len(inputs) > 2 else None
+    assert x is not None and w is not None
+    if x.dtype != w.dtype or not x.dtype.is_float:
+        raise ShapeError(f"X and W must be the same float type, got {x.dtype} and {w.dtype}")
+    *_, out = _transpose_geometry(attrs, x.shape, w.shape)
+    oc = w.shape[1] * int(attrs.get("group", 1))
+    if bias is not None and bias.shape != (oc,):
+        raise ShapeError(f"bias B has shape {bias.shape}, expected ({oc},)")
+    return [TensorType((x.shape[0], oc, *out), x.dtype)]
+
+
+def _compute_conv_transpose(attrs: Attrs, inputs: Sequence[Tensor | None]) -> list[Tensor]:
+    """A stride-1 convolution over the input spread out by `strides` and padded by
+    `dilation * (k - 1) - pad`, with the kernel flipped and its channel axes swapped."""
+    x, w = inputs[0], inputs[1]
+    bias = inputs[2] if len(inputs) > 2 else None
+    assert x is not None and w is not None
+    xs, ws = shape_of(x), shape_of(w)
+    kernel, strides, dilations, pads, out = _transpose_geometry(attrs, xs, ws)
+    nsp = len(kernel)
+    group = int(attrs["group"])
+    before = [(kernel[i] - 1) * dilations[i] - pads[i][0] for i in range(nsp)]
+    spread = [out[i] + (kernel[i] - 1) * dilations[i] for i in range(nsp)]
+    zero = te.const(0, x.dtype)
+
+    def fspread(n: Expr, c: Expr, *p: Expr) -> Expr:
+        conds, src = [], []
+        for d in range(nsp):
+            q = p[d] - before[d]
+            conds += [q >= 0, q < (xs[2 + d] - 1) * strides[d] + 1]
+            if strides[d] > 1:
+                conds.append(q % strides[d] == 0)
+                q = q // strides[d]
+            src.append(q)
+        return te.if_then_else(te.all(*conds), x[(n, c, *src)], zero)
+
+    xd = te.compute((xs[0], xs[1], *spread), fspread, name="spread",
+                    tag="ConvTranspose.pad")
+    icg, ocg = xs[1] // group, ws[1]
+
+    def flipped(o: Expr, c: Expr, *k: Expr) -> tuple[Expr, ...]:
+        g = o // ocg if group > 1 else te.const(0)
+        oo = o % ocg if group > 1 else o
+        return (g * icg + c, oo, *[kernel[d] - 1 - k[d] for d in range(nsp)])
+
+    return [conv_core(xd, w, bias, [1] * nsp, dilations, group, out,  # type: ignore[arg-type]
+                      "ConvTranspose", weight_index=flipped)]
+
+
+_CONV_ATTRS = {"auto_pad": "NOTSET", "dilations": None, "group": 1, "kernel_shape": None,
+               "pads": None, "strides": None}
+
+OPS: dict[str, OpDef] = {
+    "Conv": OpDef("Conv", ("X", "W", "B"), _infer_conv, _compute_conv, Pattern.OUT_FUSABLE,
+                  schedule_conv, attrs=_CONV_ATTRS),
+    "ConvTranspose": OpDef("ConvTranspose", ("X", "W", "B"), _infer_conv_transpose,
+                           _compute_conv_transpose, Pattern.OUT_FUSABLE, schedule_conv,
+                           attrs={**_CONV_ATTRS, "output_padding": None,
+                                  "output_shape": None}),
+}
