@@ -1,0 +1,128 @@
+"""Image ops against onnxruntime: Resize (all modes), Upsample, DepthToSpace, SpaceToDepth."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ember.errors import ShapeError, UnsupportedOpError
+from ember.ops.kernel import run_op
+from tests.ops.onnx_ref import check_op
+
+rng = np.random.default_rng(11)
+RESIZE_NAMES = {1: "roi", 2: "scales", 3: "sizes"}
+
+
+def rand(*shape: int) -> np.ndarray:
+    return rng.standard_normal(shape).astype("float32")
+
+
+def f32(*values: float) -> np.ndarray:
+    return np.array(values, "float32")
+
+
+def resize(x, attrs, scales=None, sizes=None, roi=None, opset=19, rtol=1e-5, atol=1e-5):
+    if opset < 13:  # roi and scales are not optional there: empty tensors mean absent
+        roi = f32() if roi is None else roi
+        scales = f32() if scales is None else scales
+    consts = {1: roi, 2: scales, 3: None if sizes is None else np.array(sizes, "int64")}
+    return check_op("Resize", [x], attrs, const_inputs=consts, attr_names=RESIZE_NAMES,
+                    opset=opset, rtol=rtol, atol=atol)
+
+
+@pytest.mark.parametrize("nearest_mode", ["round_prefer_floor", "round_prefer_ceil", "floor",
+                                          "ceil"])
+@pytest.mark.parametrize("coordinate_mode", ["half_pixel", "asymmetric", "align_corners",
+                                             "pytorch_half_pixel", "tf_half_pixel_for_nn"])
+def test_resize_nearest(nearest_mode, coordinate_mode):
+    attrs = {"mode": "nearest", "nearest_mode": nearest_mode,
+             "coordinate_transformation_mode": coordinate_mode}
+    x = rand(1, 2, 4, 5)
+    opset = 11 if "tf_" in coordinate_mode else 19
+    resize(x, attrs, scales=f32(1, 1, 2.0, 0.6), opset=opset)
+    resize(x, attrs, sizes=(1, 2, 3, 11), opset=opset)
+
+
+@pytest.mark.parametrize("coordinate_mode", ["half_pixel", "asymmetric", "align_corners",
+                                             "pytorch_half_pixel", "half_pixel_symmetric"])
+def test_resize_linear(coordinate_mode):
+    attrs = {"mode": "linear", "coordinate_transformation_mode": coordinate_mode}
+    x = rand(2, 3, 5, 4)
+    resize(x, attrs, scales=f32(1, 1, 1.5, 0.5))
+    resize(x, attrs, sizes=(2, 3, 1, 9))
+    resize(rand(2, 7), attrs, scales=f32(1, 2.25))
+
+
+@pytest.mark.parametrize("exclude_outside", [0, 1])
+def test_resize_cubic(exclude_outside):
+    attrs = {"mode": "cubic", "cubic_coeff_a": -0.5, "exclude_outside": exclude_outside}
+    resize(rand(1, 1, 5, 6), attrs, scales=f32(1, 1, 2.0, 0.7), rtol=1e-4, atol=1e-5)
+    resize(rand(1, 1, 4, 4), {"mode": "cubic", "coordinate_transformation_mode": "align_corners"},
+           sizes=(1, 1, 7, 3), rtol=1e-4, atol=1e-5)
+
+
+def test_resize_tf_crop_and_resize():
+    x = rand(1, 1, 6, 6)
+    roi = f32(0, 0, 0.2, 0.1, 1, 1, 0.9, 1.3)
+    for mode in ("linear", "nearest"):
+        attrs = {"mode": mode, "coordinate_transformation_mode": "tf_crop_and_resize",
+                 "extrapolation_value": 5.0}
+        resize(x, attrs, sizes=(1, 1, 4, 5), roi=roi)
+
+
+def test_resize_axes_policy_and_int():
+    x = rand(1, 2, 6, 8)
+    resize(x, {"axes": (3, 2)}, scales=f32(0.5, 1.5))
+    check_op("Resize", [x], {"axes": (3, 2)}, const_inputs={1: None, 2: f32(0.5, 1.5)},
+             attr_names=RESIZE_NAMES, opset=19, ember_attrs={"axes": (-1, -2)})
+    for policy in ("not_larger", "not_smaller"):
+        resize(x, {"mode": "linear", "keep_aspect_ratio_policy": policy, "axes": (2, 3)},
+               sizes=(9, 10))
+        resize(x, {"keep_aspect_ratio_policy": policy}, sizes=(1, 2, 9, 10))
+    resize(rng.integers(0, 255, (1, 3, 4, 4)).astype("uint8"), {}, scales=f32(1, 1, 2, 3))
+    resize(rng.integers(-9, 9, (2, 5)).astype("int32"), {"nearest_mode": "floor"},
+           sizes=(3, 7))
+
+
+def test_resize_errors():
+    x = rand(1, 1, 4, 4)
+    with pytest.raises(UnsupportedOpError, match="antialias=1"):
+        run_op("Resize", [x], {"antialias": 1, "scales": (1, 1, 2, 2)})
+    with pytest.raises(UnsupportedOpError, match="mode='area'"):
+        run_op("Resize", [x], {"mode": "area", "scales": (1, 1, 2, 2)})
+    with pytest.raises(ShapeError, match="exactly one of scales and sizes"):
+        run_op("Resize", [x], {"scales": (1, 1, 2, 2), "sizes": (1, 1, 8, 8)})
+    with pytest.raises(ShapeError, match="must have 4 entries"):
+        run_op("Resize", [x], {"scales": (2, 2)})
+    with pytest.raises(UnsupportedOpError, match="float inputs only"):
+        run_op("Resize", [x.astype("int32")], {"mode": "linear", "scales": (1, 1, 2, 2)})
+
+
+@pytest.mark.parametrize("mode", ["nearest", "linear"])
+def test_upsample(mode):
+    x = rand(1, 2, 3, 4)
+    check_op("Upsample", [x], {"mode": mode}, const_inputs={1: f32(1, 1, 2, 3)},
+             attr_names={1: "scales"}, opset=9)
+    check_op("Upsample", [x], {"mode": mode}, const_inputs={1: f32(1, 1, 1.5, 2.5)},
+             attr_names={1: "scales"}, opset=9)
+    check_op("Resize", [x], {"mode": mode}, const_inputs={1: f32(1, 1, 3, 0.75)},
+             attr_names={1: "scales"}, opset=10,
+             ember_attrs={"coordinate_transformation_mode": "asymmetric",
+                          "nearest_mode": "legacy"})
+
+
+@pytest.mark.parametrize("mode", ["DCR", "CRD"])
+def test_depth_to_space(mode):
+    check_op("DepthToSpace", [rand(2, 8, 3, 2)], {"blocksize": 2, "mode": mode})
+    check_op("DepthToSpace", [rand(1, 18, 2, 3)], {"blocksize": 3, "mode": mode})
+
+
+def test_space_to_depth_and_errors():
+    check_op("SpaceToDepth", [rand(2, 3, 4, 6)], {"blocksize": 2})
+    check_op("SpaceToDepth", [rand(1, 2, 3, 6)], {"blocksize": 3})
+    with pytest.raises(ShapeError, match="not divisible by blocksize"):
+        run_op("DepthToSpace", [rand(1, 6, 2, 2)], {"blocksize": 2})
+    with pytest.raises(ShapeError, match="must be divisible by blocksize 2"):
+        run_op("SpaceToDepth", [rand(1, 6, 3, 2)], {"blocksize": 2})
+    with pytest.raises(UnsupportedOpError, match="mode 'XYZ'"):
+        run_op("DepthToSpace", [rand(1, 8, 2, 2)], {"blocksize": 2, "mode": "XYZ"})
