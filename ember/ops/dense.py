@@ -1,0 +1,363 @@
+"""Dense ops (ONNX semantics): MatMul (batched, broadcast, 1-D operands), Gemm and Einsum.
+
+MatMul and Gemm share one compute: B is packed into panels of `nr` columns,
+
+    packed[*batch, p, k, c] = B[*batch, k, p * nr + c]      (zero past N)
+    mm[*batch, i, j] = sum_k A[*batch, i, k] * packed[*batch, j // nr, k, j % nr]
+    out = mm (MatMul) or alpha * mm + beta * C (Gemm)
+
+and one schedule: per (batch, panel) the panel is packed once (kept in L2), then an
+`mr x nr` register tile of mm is accumulated over all of k (vectorized over c, unrolled over
+rows) and the fused epilogue runs on the tile. Einsum is a plain reduction over the index
+letters missing from the output, with the generic reduction schedule.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+from ember import te
+from ember.errors import ShapeError
+from ember.graph.ir import TensorType
+from ember.ops.conv import extent, find_stage, pick_tile, shape_of
+from ember.ops.elementwise import broadcast_shape
+from ember.ops.generic import inline_injective, schedule_flat, schedule_reduction
+from ember.ops.registry import REQUIRED, Attrs, OpDef, Pattern
+from ember.target import Target
+from ember.te.schedule import Schedule
+from ember.te.tensor import Tensor
+from ember.tir.expr import Expr
+
+DENSE_TAGS = ("MatMul", "Gemm")
+
+
+def panel_width(n: int) -> int:
+    """Columns per packed panel of B (0: do not pack, N is too narrow to vectorize)."""
+    return 32 if n >= 32 else 16 if n >= 16 else 0
+
+
+def _bidx(shape: Sequence[int], batch: Sequence[Expr]) -> list[Expr]:
+    """Indices into the batch dims `shape` of an operand for the output batch index."""
+    offset = len(batch) - len(shape)
+    return [te.const(0) if d == 1 else batch[offset + i] for i, d in enumerate(shape)]
+
+
+def dense_compute(a: Tensor, b: Tensor, trans_a: bool, trans_b: bool, tag: str,
+                  epilogue: Callable[[Expr, Sequence[Expr]], Expr] | None = None
+                  ) -> Tensor:
+    """A @ B over the last two dims with broadcast batch dims (A, B at least 2-D); the
+    output stage applies `epilogue(value, index)` if given."""
+    a_s, b_s = shape_of(a), shape_of(b)
+    m, k_a = (a_s[-1], a_s[-2]) if trans_a else (a_s[-2], a_s[-1])
+    k_b, n = (b_s[-1], b_s[-2]) if trans_b else (b_s[-2], b_s[-1])
+    assert k_a == k_b, (a_s, b_s)
+    batch_a, batch_b = a_s[:-2], b_s[:-2]
+    batch = broadcast_shape(batch_a, batch_b)
+    k = te.reduce_axis((0, k_a), name="k")
+    nr = panel_width(n)
+
+    def a_at(bi: Sequence[Expr], i: Expr, kk: Expr) -> Expr:
+        ai = _bidx(batch_a, bi)
+        return a[(*ai, kk, i)] if trans_a else a[(*ai, i, kk)]
+
+    def b_at(bb: Sequence[Expr], kk: Expr, j: Expr) -> Expr:
+        return b[(*bb, j, kk)] if trans_b else b[(*bb, kk, j)]
+
+    if nr:
+        panels = -(-n // nr)
+        zero = te.const(0, b.dtype)
+
+        def fpack(*idx: Expr) -> Expr:
+            *bb, p, kk, c = idx
+            j = p * nr + c
+            return b_at(bb, kk, j) if n % nr == 0 else te.if_then_else(j < n, b_at(bb, kk, j),
+                                                                      zero)
+
+        packed = te.compute((*batch_b, panels, k_a, nr), fpack, name="packed",
+                            tag=f"{tag}.pack")
+
+        def fmm(*idx: Expr) -> Expr:
+            *bi, i, j = idx
+            bb = _bidx(batch_b, bi)
+            return te.sum(a_at(bi, i, k.var) * packed[(*bb, j // nr, k, j % nr)], axis=k)
+    else:
+        def fmm(*idx: Expr) -> Expr:
+            *bi, i, j = idx
+            return te.sum(a_at(bi, i, k.var) * b_at(_bidx(batch_b, bi), k.var, j), axis=k)
+
+    mm = te.compute((*batch, m, n), fmm, name="mm", tag=tag)
+
+    def fout(*idx: Expr) -> Expr:
+        value = mm[idx]
+        return epilogue(value, idx) if epilogue is not None else value
+
+    return te.compute((*batch, m, n), fout, name="mm_out", tag=f"{tag}.out")  # type: ignore
+
+
+# -- MatMul ---------------------------------------------------------------------------------
+def _matmul_shapes(a: Sequence[int], b: Sequence[int]) -> tuple[int, ...]:
+    if len(a) == 0 or len(b) == 0:
+        raise ShapeError(f"MatMul operands must have rank >= 1, got {tuple(a)} and {tuple(b)}")
+    a2 = (1, a[0]) if len(a) == 1 else tuple(a)
+    b2 = (b[0], 1) if len(b) == 1 else tuple(b)
+    if a2[-1] != b2[-2]:
+        raise ShapeError(f"inner dimensions differ: A {tuple(a)} has K={a2[-1]}, B {tuple(b)} "
+                         f"has K={b2[-2]}")
+    batch = broadcast_shape(a2[:-2], b2[:-2])
+    return (*batch, *([a2[-2]] if len(a) > 1 else []), *([b2[-1]] if len(b) > 1 else []))
+
+
+def _infer_matmul(attrs: Attrs, inputs: Sequence[TensorType | None]) -> list[TensorType]:
+    a, b = inputs
+    assert a is not None and b is not None
+    if a.dtype != b.dtype:
+        raise ShapeError(f"A and B types differ: {a.dtype} and {b.dtype}")
+    return [TensorType(_matmul_shapes(a.shape, b.shape), a.dtype)]
+
+
+def _compute_matmul(attrs: Attrs, inputs: Sequence[Tensor | None]) -> list[Tensor]:
+    a, b = inputs
+    assert a is not None and b is not None
+    a_s, b_s = shape_of(a), shape_of(b)
+    a2 = a if len(a_s) > 1 else te.compute((1, a_s[0]), lambda _, kk: a[kk], name="a_row")
+    b2 = b if len(b_s) > 1 else te.compute((b_s[0], 1), lambda kk, _: b[kk], name="b_col")
+    out = dense_compute(a2, b2, False, False, "MatMul")  # type: ignore[arg-type]
+    if len(a_s) > 1 and len(b_s) > 1:
+        return [out]
+    shape = _matmul_shapes(a_s, b_s)
+
+    def fdrop(*idx: Expr) -> Expr:
+        full = list(idx)
+        if len(b_s) == 1:
+            full.append(te.const(0))
+        if len(a_s) == 1:
+            full.insert(len(full) - 1, te.const(0))
+        return out[tuple(full)]
+
+    return [te.compute(shape, fdrop, name="matmul_1d")]  # type: ignore[list-item]
+
+
+# -- Gemm -----------------------------------------------------------------------------------
+def _gemm_dims(attrs: Attrs, a: Sequence[int], b: Sequence[int]) -> tuple[int, int]:
+    if len(a) != 2 or len(b) != 2:
+        raise ShapeError(f"Gemm operands must be 2-D, got A {tuple(a)} and B {tuple(b)}")
+    m, ka = (a[1], a[0]) if attrs.get("transA", 0) else (a[0], a[1])
+    kb, n = (b[1], b[0]) if attrs.get("transB", 0) else (b[0], b[1])
+    if ka != kb:
+        raise ShapeError(f"inner dimensions differ: op(A) is [{m}, {ka}], op(B) is [{kb}, {n}]")
+    return m, n
+
+
+def _infer_gemm(attrs: Attrs, inputs: Sequence[TensorType | None]) -> list[TensorType]:
+    a, b = inputs[0], inputs[1]
+    c = inputs[2] if len(inputs) > 2 else None
+    assert a is not None and b is not None
+    if a.dtype != b.dtype:
+        raise ShapeError(f"A and B types differ: {a.dtype} and {b.dtype}")
+    m, n = _gemm_dims(attrs, a.shape, b.shape)
+    if c is not None and broadcast_shape(c.shape, (m, n)) != (m, n):
+        raise ShapeError(f"C {c.shape} does not broadcast to the output [{m}, {n}]")
+    return [TensorType((m, n), a.dtype)]
+
+
+def _compute_gemm(attrs: Attrs, inputs: Sequence[Tensor | None]) -> list[Tensor]:
+    a, b = inputs[0], inputs[1]
+    c = inputs[2] if len(inputs) > 2 else None
+    assert a is not None and b is not None
+    alpha, beta = float(attrs["alpha"]), float(attrs["beta"])
+    c_s = shape_of(c) if c is not None else ()
+
+    def epilogue(value: Expr, idx: Sequence[Expr]) -> Expr:
+        if alpha != 1.0:
+            value = value * te.const(alpha, value.dtype)
+        if c is not None and beta != 0.0:
+            ci = [te.const(0) if d == 1 else idx[2 - len(c_s) + i] for i, d in enumerate(c_s)]
+            term = c[tuple(ci)]
+            value = value + (term if beta == 1.0 else term * te.const(beta, value.dtype))
+        return value
+
+    return [dense_compute(a, b, bool(attrs["transA"]), bool(attrs["transB"]), "Gemm",
+                          epilogue)]
+
+
+# -- schedule -------------------------------------------------------------------------------
+def _threads() -> int:
+    from ember.runtime.threadpool import num_threads
+
+    return num_threads()
+
+
+def schedule_dense(outs: Sequence[Tensor], target: Target, mr: int = 8, nr: int | None = None
+                   ) -> Schedule:
+    """Register-tiled schedule of a MatMul/Gemm group (any elementwise epilogue).
+
+    Loop nest of the output: (batch, panel) parallel / row tile / mr rows (unrolled) /
+    nr columns (vectorized); the mm tile is computed at the row tile, reduced over all k."""
+    s = te.create_schedule([t.op for t in outs])
+    inline_injective(s)
+    mm = find_stage(s, DENSE_TAGS)
+    assert mm is not None, "schedule_dense: no MatMul/Gemm stage in the group"
+    pack = find_stage(s, (f"{mm.op.tag}.pack",))  # type: ignore[attr-defined]
+    mm_shape = shape_of(mm.op.outputs[0])
+    if len(outs) != 1 or shape_of(outs[0]) != mm_shape:
+        if pack is not None:
+            pack.compute_root()
+            pack.parallel(pack.op.axis[0])  # type: ignore[attr-defined]
+        return _schedule_root(s, mm, outs, target)
+    out = s[outs[0]]
+    *batch, i, j = out.op.axis  # type: ignore[attr-defined]
+    m, n = extent(i), extent(j)
+    width = nr or (mm_shape[-1] if pack is None else shape_of(pack.op.outputs[0])[-1])
+    if pack is None:
+        width = min(n, 32)
+    rows = pick_tile(m, mr)
+    if rows < mr // 2 and m > mr:
+        rows = mr
+    jo, ji = out.split(j, width)
+    io, ii = out.split(i, rows)
+    out.reorder(*batch, jo, io, ii, ji)
+    outer = out.fuse(*batch, jo) if batch else jo
+    tasks = -(-n // width)
+    for b in batch:
+        tasks *= extent(b)
+    if pack is not None and (tasks >= _threads() or -(-m // rows) == 1):
+        out.parallel(outer)
+        pack.compute_at(out, outer)
+    else:
+        outer = io = out.fuse(outer, io)
+        out.parallel(outer)
+        if pack is not None:
+            pack.compute_root()
+            pack.parallel(pack.op.axis[0])  # type: ignore[attr-defined]
+    if pack is not None:
+        pack.vectorize(pack.op.axis[-1])  # type: ignore[attr-defined]
+    out.vectorize(ji)
+    mm.compute_at(out, io)
+    *_, mi, mj = mm.op.axis  # type: ignore[attr-defined]
+    mm.reorder(*mm.op.reduce_axis, mi, mj)  # type: ignore[attr-defined]
+    mm.unroll(mi)
+    mm.vectorize(mj)
+    return s
+
+
+def _schedule_root(s: Schedule, mm: object, outs: Sequence[Tensor], target: Target) -> Schedule:
+    from ember.ops.generic import schedule_reduction_stage
+
+    schedule_reduction_stage(mm, target, str(outs[0].dtype))  # type: ignore[arg-type]
+    for t in outs:
+        if not s[t].op.reduce_axis:  # type: ignore[attr-defined]
+            schedule_flat(s[t], target, str(t.dtype))
+    return s
+
+
+# -- Einsum ---------------------------------------------------------------------------------
+def _parse_einsum(equation: str, ranks: Sequence[int]
+                  ) -> tuple[list[list[str]], list[str]]:
+    """Terms as lists of single-letter labels, '...' expanded to labels '0', '1', ..."""
+    eq = equation.replace(" ", "")
+    lhs, arrow, rhs = eq.partition("->")
+    terms = lhs.split(",")
+    if len(terms) != len(ranks):
+        raise ShapeError(f"equation '{equation}' has {len(terms)} operands, got {len(ranks)} "
+                         "inputs")
+    ell = 0
+    for term, rank in zip(terms, ranks):
+        if "..." in term:
+            ell = max(ell, rank - len(term.replace("...", "")))
+    ell_labels = [str(d) for d in range(ell)]
+
+    def expand(term: str, rank: int | None) -> list[str]:
+        if term.count("...") > 1 or "." in term.replace("...", ""):
+            raise ShapeError(f"equation '{equation}': malformed term '{term}'")
+        for ch in term.replace("...", ""):
+            if not ch.isalpha():
+                raise ShapeError(f"equation '{equation}': bad label '{ch}'")
+        if "..." not in term:
+            return list(term)
+        head, tail = term.split("...")
+        count = ell if rank is None else rank - len(head) - len(tail)
+        return list(head) + ell_labels[ell - count:] + list(tail)
+
+    inputs = [expand(t, r) for t, r in zip(terms, ranks)]
+    for labels, rank in zip(inputs, ranks):
+        if len(labels) != rank:
+            raise ShapeError(f"equation '{equation}': term {''.join(labels)} does not match an "
+                             f"input of rank {rank}")
+    if arrow:
+        output = expand(rhs, None)
+    else:
+        counts: dict[str, int] = {}
+        for labels in inputs:
+            for lab in labels:
+                counts[lab] = counts.get(lab, 0) + 1
+        output = ell_labels + sorted(lab for lab, c in counts.items()
+                                     if c == 1 and lab.isalpha())
+    return inputs, output
+
+
+def _einsum_sizes(equation: str, terms: Sequence[Sequence[str]],
+                  shapes: Sequence[Sequence[int]]) -> dict[str, int]:
+    sizes: dict[str, int] = {}
+    for labels, shape in zip(terms, shapes):
+        for lab, d in zip(labels, shape):
+            old = sizes.get(lab)
+            if old is None or old == 1:
+                sizes[lab] = d
+            elif d != 1 and d != old:
+                raise ShapeError(f"equation '{equation}': label '{lab}' has sizes {old} and {d}")
+    return sizes
+
+
+def _infer_einsum(attrs: Attrs, inputs: Sequence[TensorType | None]) -> list[TensorType]:
+    types = [t for t in inputs if t is not None]
+    if not types:
+        raise ShapeError("Einsum needs at least one input")
+    eq = str(attrs["equation"])
+    terms, output = _parse_einsum(eq, [t.ndim for t in types])
+    sizes = _einsum_sizes(eq, terms, [t.shape for t in types])
+    for lab in output:
+        if lab not in sizes:
+            raise ShapeError(f"equation '{eq}': output label '{lab}' is not in any input")
+    if len(set(output)) != len(output):
+        raise ShapeError(f"equation '{eq}': output repeats a label")
+    if any(t.dtype != types[0].dtype for t in types):
+        raise ShapeError(f"Einsum inputs must share a type, got {[str(t.dtype) for t in types]}")
+    return [TensorType(tuple(sizes[lab] for lab in output), types[0].dtype)]
+
+
+def _compute_einsum(attrs: Attrs, inputs: Sequence[Tensor | None]) -> list[Tensor]:
+    tensors = [t for t in inputs if t is not None]
+    eq = str(attrs["equation"])
+    shapes = [shape_of(t) for t in tensors]
+    terms, output = _parse_einsum(eq, [len(s) for s in shapes])
+    sizes = _einsum_sizes(eq, terms, shapes)
+    reduced = [lab for lab in sizes if lab not in output]
+    raxes = {lab: te.reduce_axis((0, sizes[lab]), name=f"r_{lab}") for lab in reduced}
+
+    def fbody(*idx: Expr) -> Expr:
+        env: dict[str, Expr] = {lab: v for lab, v in zip(output, idx)}
+        env.update({lab: iv.var for lab, iv in raxes.items()})
+        product: Expr | None = None
+        for t, labels, shape in zip(tensors, terms, shapes):
+            load = t[tuple(te.const(0) if d == 1 and sizes[lab] != 1 else env[lab]
+                           for lab, d in zip(labels, shape))]
+            product = load if product is None else product * load
+        assert product is not None
+        return te.sum(product, axis=list(raxes.values())) if raxes else product
+
+    shape = tuple(sizes[lab] for lab in output)
+    return [te.compute(shape, fbody, name="einsum", tag="Einsum")]  # type: ignore[list-item]
+
+
+def _schedule_einsum(outs: Sequence[Tensor], target: Target) -> Schedule:
+    return schedule_reduction(outs, target)
+
+
+OPS: dict[str, OpDef] = {
+    "MatMul": OpDef("MatMul", ("A", "B"), _infer_matmul, _compute_matmul, Pattern.OUT_FUSABLE,
+                    schedule_dense),
+    "Gemm": OpDef("Gemm", ("A", "B", "C"), _infer_gemm, _compute_gemm, Pattern.OUT_FUSABLE,
+                  schedule_dense, attrs={"alpha": 1.0, "beta": 1.0, "transA": 0, "transB": 0}),
+    "Einsum": OpDef("Einsum", ("Inputs",), _infer_einsum, _compute_einsum, Pattern.OUT_FUSABLE,
+                    _schedule_einsum, attrs={"equation": REQUIRED}),
+}
