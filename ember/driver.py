@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import os
 import time
-from concurrent.futures import ThreadPoolExecutor
+import multiprocessing
+from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -20,12 +21,14 @@ import numpy as np
 
 from ember.errors import ArgumentError, EmberError
 from ember.graph.ir import Graph, Value
-from ember.runtime.groups import FusedGroup, fused_groups, optimize, plan
+from ember.runtime.groups import FusedGroup, fused_groups, optimize, plan, without_weights
 from ember.runtime.cache import KernelCache, cache_key
 from ember.runtime.executor import ALIGN, CompiledModel
 from ember.runtime.plan import ExecPlan, KernelCall, Slot, TensorSpec
 from ember.target import Target
 from ember.tir.function import PrimFunc
+
+PARALLEL_MIN_KERNELS = 8  # fewer kernels compile faster than worker processes start
 
 __all__ = ["compile", "import_model", "lower_group", "compile_kernel", "CompiledModel"]
 
@@ -127,6 +130,15 @@ def _kernel_cache(cache: bool | str | os.PathLike[str] | KernelCache) -> KernelC
     return KernelCache(cache)
 
 
+def _pool(workers: int) -> Executor:
+    """Worker processes (forked: they start with ember already imported), else threads."""
+    try:
+        context = multiprocessing.get_context("fork")
+    except ValueError:
+        return ThreadPoolExecutor(max_workers=workers)
+    return ProcessPoolExecutor(max_workers=workers, mp_context=context)
+
+
 def compile_kernels(groups: Sequence[FusedGroup], target: Target, cache: KernelCache | None,
                     jobs: int | None = None, progress: bool = False
                     ) -> tuple[dict[str, bytes], dict[str, int]]:
@@ -145,13 +157,16 @@ def compile_kernels(groups: Sequence[FusedGroup], target: Target, cache: KernelC
     bar = _Progress(len(todo), "compiling kernels", progress)
     workers = jobs if jobs is not None else min(len(todo), len(os.sched_getaffinity(0)))
     try:
-        if workers <= 1 or len(todo) <= 1:
+        if workers <= 1 or len(todo) < PARALLEL_MIN_KERNELS:
             for g in todo:
                 objects[g.symbol] = compile_kernel(g, target)
                 bar.update()
         else:
-            with ThreadPoolExecutor(max_workers=workers) as pool:
-                futures = [(g, pool.submit(compile_kernel, g, target)) for g in todo]
+            # llvmlite serializes every LLVM call behind one lock and lowering is pure
+            # Python, so threads do not overlap; worker processes do
+            with _pool(workers) as pool:
+                futures = [(g, pool.submit(compile_kernel, without_weights(g), str(target)))
+                           for g in todo]
                 for g, future in futures:
                     objects[g.symbol] = future.result()
                     bar.update()

@@ -187,3 +187,20 @@ def test_onnx_model_against_onnxruntime():
     want = ort.InferenceSession(model.SerializeToString(),
                                 providers=["CPUExecutionProvider"]).run(None, {"x": x})
     np.testing.assert_allclose(compiled.run({"x": x})[0], want[0], rtol=1e-6)
+
+
+def test_parallel_compile_in_worker_processes():
+    b = GraphBuilder("wide")
+    xs, outs = [], []
+    for i in range(8):  # eight distinct kernels: different shapes
+        x = b.input(f"x{i}", (2, 16 + i), "float32")
+        w = b.constant(f"w{i}", np.full((2, 16 + i), i, "float32"))
+        y, = b.add("Add", [x, w])
+        xs.append(x)
+        outs.append(b.add("Relu", [y])[0])
+    model = ember.compile(b.finish(outs), cache=False, jobs=2)
+    assert model.stats["compiled"] == 8
+    rng = np.random.default_rng(7)
+    arrays = [rng.standard_normal(x.type.shape).astype("float32") for x in xs]
+    for i, (got, a) in enumerate(zip(model(*arrays), arrays)):
+        np.testing.assert_allclose(got, np.maximum(a + i, 0), rtol=1e-6)

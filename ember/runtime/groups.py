@@ -149,6 +149,23 @@ def fused_group(node: Node) -> FusedGroup:
                       node.outputs, key, anchor, pattern)
 
 
+def without_weights(group: FusedGroup) -> FusedGroup:
+    """The same kernel with constant parameters as plain typed values (cheap to send to a
+    worker process: the kernel never reads constant data, only its type)."""
+    swap = {v: Value(v.name, v.type) for v in group.inputs if v.is_constant}
+    if not swap:
+        return group
+
+    def sub(v: Value | None) -> Value | None:
+        return swap.get(v, v) if v is not None else None
+
+    nodes = tuple(Node(n.op, n.name, tuple(sub(v) for v in n.inputs), n.outputs, n.attrs)
+                  for n in group.nodes)
+    inputs = tuple(swap.get(v, v) for v in group.inputs)
+    return FusedGroup(group.name, nodes, inputs, group.outputs, (), (), group.key,
+                      group.anchor, group.pattern)
+
+
 def fused_groups(graph: Graph) -> list[FusedGroup]:
     return [fused_group(n) for n in graph.nodes]
 
