@@ -51,9 +51,9 @@ class MemoryPlan:
     def __str__(self) -> str:
         rows = sorted(self.offsets, key=lambda v: (self.offsets[v], self.lifetimes[v]))
         width = max([len(v.name) + 1 for v in rows] + [5])
-        lines = [f"memory plan: workspace {_mb(self.workspace_bytes)} (naive "
-                 f"{_mb(self.naive_bytes)}, peak live {_mb(self.peak_live_bytes)}), "
-                 f"{len(rows)} values, {len(self.inplace)} in place",
+        lines = [(f"memory plan: workspace {_mb(self.workspace_bytes)} (naive "
+                  f"{_mb(self.naive_bytes)}, peak live {_mb(self.peak_live_bytes)}), "
+                  f"{len(rows)} values, {len(self.inplace)} in place"),
                  f"  {'value':<{width}}  {'offset':>12}  {'bytes':>12}  steps"]
         for v in rows:
             first, last = self.lifetimes[v]

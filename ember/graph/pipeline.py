@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from ember.errors import EmberError
 from ember.graph.ir import Graph, Value
@@ -75,7 +75,7 @@ def optimize_graph(graph: Graph, opt_level: int = 3, passes: Sequence[GraphPass]
         except EmberError as err:
             try:
                 renamed = type(err)(f"in pass {name}: {err}")
-            except Exception:
+            except TypeError:  # an error type whose constructor takes other arguments
                 renamed = GraphPassError(f"in pass {name}: {err}")
             raise renamed from err
         except Exception as err:

@@ -5,8 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from ember.graph.ir import Graph, Node, Value
-from ember.graph.passes.rewrite import (NONDETERMINISTIC, ValueMap, apply_map, constant_key,
-                                        freeze_attrs)
+from ember.graph.passes.rewrite import (
+    NONDETERMINISTIC,
+    ValueMap,
+    apply_map,
+    constant_key,
+    freeze_attrs,
+)
 
 
 def eliminate_common_subexpressions(graph: Graph) -> Graph:

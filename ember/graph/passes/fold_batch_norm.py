@@ -14,8 +14,14 @@ import dataclasses
 
 import numpy as np
 
-from ember.graph.ir import Graph, Node, Value, constant
-from ember.graph.passes.rewrite import ValueMap, apply_map, is_graph_output, single_consumer
+from ember.graph.ir import Graph, Node, Value
+from ember.graph.passes.rewrite import (
+    ValueMap,
+    apply_map,
+    is_graph_output,
+    make_constant,
+    single_consumer,
+)
 
 
 def _bn_affine(bn: Node) -> tuple[np.ndarray, np.ndarray] | None:
@@ -32,7 +38,7 @@ def _bn_affine(bn: Node) -> tuple[np.ndarray, np.ndarray] | None:
 
 
 def _const(like: Value, array: np.ndarray, suffix: str) -> Value:
-    return constant(f"{like.name}_{suffix}", array.astype(like.type.dtype.numpy))
+    return make_constant(f"{like.name}_{suffix}", array.astype(like.type.dtype.numpy))
 
 
 def _fold_into_conv(conv: Node, bn: Node, s: np.ndarray, shift: np.ndarray) -> list[Node] | None:

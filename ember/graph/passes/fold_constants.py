@@ -22,9 +22,16 @@ from typing import Any
 
 import numpy as np
 
-from ember.graph.ir import Graph, Node, Value, constant
-from ember.graph.passes.rewrite import (NONDETERMINISTIC, ValueMap, apply_map, freeze_attrs,
-                                        has_op, op_pattern)
+from ember.graph.ir import Graph, Node, Value
+from ember.graph.passes.rewrite import (
+    NONDETERMINISTIC,
+    ValueMap,
+    apply_map,
+    freeze_attrs,
+    has_op,
+    make_constant,
+    op_pattern,
+)
 from ember.ops.registry import Pattern
 
 MAX_FOLD_BYTES = 64 << 20
@@ -43,9 +50,8 @@ def should_fold(node: Node) -> bool:
     out_bytes = sum(v.type.nbytes for v in node.outputs)
     if out_bytes > MAX_FOLD_BYTES:
         return False
-    if op_pattern(node.op) >= Pattern.OUT_FUSABLE and out_bytes > MAX_HEAVY_FOLD_BYTES:
-        return False
-    return True
+    heavy = op_pattern(node.op) >= Pattern.OUT_FUSABLE
+    return not heavy or out_bytes <= MAX_HEAVY_FOLD_BYTES
 
 
 def evaluate_node(node: Node, target: str = "llvm") -> list[np.ndarray]:
@@ -98,15 +104,17 @@ def fold_constants(graph: Graph) -> Graph:
     for node in graph.nodes:
         node = vmap.apply_node(node)
         known = _from_types(node)
-        if known is not None and not any(v in outputs for v in node.outputs):
-            vmap.set(node.outputs[0], constant(node.outputs[0].name, known))
+        out = node.outputs[0]
+        if known is not None and known.size == out.type.size and out not in outputs:
+            array = known.reshape(out.type.shape).astype(out.type.dtype.numpy)
+            vmap.set(out, make_constant(out.name, array))
             continue
         if not all(v is None or v.is_constant for v in node.inputs) or not should_fold(node) \
                 or any(v in outputs for v in node.outputs):
             kept.append(node)
             continue
         for value, array in zip(node.outputs, evaluate_node(node)):
-            vmap.set(value, constant(value.name, array.astype(value.type.dtype.numpy)))
+            vmap.set(value, make_constant(value.name, array.astype(value.type.dtype.numpy)))
     if not vmap:
         return graph
     return apply_map(graph, kept, vmap)

@@ -26,8 +26,7 @@ FUSED = "Fused"
 @dataclass(eq=False)
 class _Group:
     nodes: list[Node] = field(default_factory=list)
-    pattern: Pattern = Pattern.ELEMWISE
-    anchor: Node | None = None          # first node of the highest pattern
+    pattern: Pattern = Pattern.ELEMWISE   # the highest pattern of its nodes
     merged_into: _Group | None = None
 
     def find(self) -> _Group:
@@ -96,7 +95,7 @@ def fuse_ops(graph: Graph) -> Graph:
                 continue
             merged.append(group)
             anchors += group.has_anchor
-        target = _Group()
+        target = _Group(pattern=max([pattern] + [g.pattern for g in merged]))
         for group in merged:
             group.merged_into = target
             target.nodes += group.nodes

@@ -4,9 +4,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from ember.graph.ir import Graph, Node, Value, constant
-from ember.graph.passes.rewrite import (ValueMap, apply_map, drop_alias, produced_values,
-                                        scalar_value)
+from ember.graph.ir import Graph, Node, Value
+from ember.graph.passes.rewrite import (
+    ValueMap,
+    apply_map,
+    drop_alias,
+    make_constant,
+    produced_values,
+    scalar_value,
+)
 
 # op -> (neutral constant, which inputs may hold it): x + 0, 0 + x, x - 0, x * 1, 1 * x, x / 1
 _NEUTRAL = {"Add": (0.0, (0, 1)), "Sub": (0.0, (1,)), "Mul": (1.0, (0, 1)), "Div": (1.0, (1,)),
@@ -60,7 +66,7 @@ def remove_identities(graph: Graph) -> Graph:
             kept.append(node)
             continue
         for mask in extra:  # Dropout's mask in inference: all true
-            vmap.set(mask, constant(mask.name, np.ones(mask.type.shape, mask.type.dtype.numpy)))
+            vmap.set(mask, make_constant(mask.name, np.ones(mask.type.shape, mask.type.dtype.numpy)))
     if not vmap:
         return graph
     return apply_map(graph, kept, vmap)

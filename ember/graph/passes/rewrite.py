@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 import numpy as np
 
-from ember.graph.ir import Graph, Node, Value, rebuild
+from ember.graph.ir import Graph, Node, Value, rebuild, tensor_type
 from ember.ops.registry import Pattern
 
 # ops whose result differs from run to run: never folded, never merged
@@ -101,7 +102,7 @@ def freeze(value: Any) -> Any:
         return ("array", str(value.dtype), value.shape, value.tobytes())
     if isinstance(value, np.generic):
         return value.item()
-    if isinstance(value, float) and value != value:  # NaN: equal to nothing, so unique
+    if isinstance(value, float) and np.isnan(value):  # NaN: equal to nothing, so unique
         return ("nan", id(value))
     try:
         hash(value)
@@ -156,3 +157,10 @@ def drop_alias(graph: Graph, vmap: ValueMap, src: Value, dst: Value, produced: s
 
 def produced_values(graph: Graph) -> set[Value]:
     return {v for n in graph.nodes for v in n.outputs}
+
+
+def make_constant(name: str, array: np.ndarray) -> Value:
+    """A read-only constant Value; unlike np.ascontiguousarray this keeps 0-d arrays 0-d."""
+    data = np.array(array, order="C", copy=True)
+    data.setflags(write=False)
+    return Value(name, tensor_type(data.shape, data.dtype), data)
