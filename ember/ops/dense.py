@@ -29,6 +29,9 @@ from ember.te.tensor import Tensor
 from ember.tir.expr import Expr
 
 DENSE_TAGS = ("MatMul", "Gemm")
+SMALL_M = 16     # fewer rows than this: B is read in place, not packed (packing would cost
+                 # as much memory traffic as the product itself)
+DOT_LANES = 16   # lanes of the partial dot products when B is transposed and M is small
 
 
 def panel_width(n: int) -> int:
@@ -54,7 +57,8 @@ def dense_compute(a: Tensor, b: Tensor, trans_a: bool, trans_b: bool, tag: str,
     batch_a, batch_b = a_s[:-2], b_s[:-2]
     batch = broadcast_shape(batch_a, batch_b)
     k = te.reduce_axis((0, k_a), name="k")
-    nr = panel_width(n)
+    nr = panel_width(n) if m >= SMALL_M else 0
+    dot = trans_b and m < SMALL_M and k_a >= DOT_LANES
 
     def a_at(bi: Sequence[Expr], i: Expr, kk: Expr) -> Expr:
         ai = _bidx(batch_a, bi)
@@ -63,7 +67,25 @@ def dense_compute(a: Tensor, b: Tensor, trans_a: bool, trans_b: bool, tag: str,
     def b_at(bb: Sequence[Expr], kk: Expr, j: Expr) -> Expr:
         return b[(*bb, j, kk)] if trans_b else b[(*bb, kk, j)]
 
-    if nr:
+    if dot:
+        # few rows of A against rows of B: lane-wise partial dot products over k
+        lanes = DOT_LANES
+        ko = te.reduce_axis((0, -(-k_a // lanes)), name="ko")
+        zero = te.const(0, a.dtype)
+
+        def fpart(*idx: Expr) -> Expr:
+            *bi, i, j, lane = idx
+            kk = ko.var * lanes + lane
+            term = a_at(bi, i, kk) * b_at(_bidx(batch_b, bi), kk, j)
+            return te.sum(term if k_a % lanes == 0 else te.if_then_else(kk < k_a, term, zero),
+                          axis=ko)
+
+        part = te.compute((*batch, m, n, lanes), fpart, name="part", tag=f"{tag}.dot")
+        lane_axis = te.reduce_axis((0, lanes), name="lane")
+
+        def fmm(*idx: Expr) -> Expr:
+            return te.sum(part[(*idx, lane_axis)], axis=lane_axis)
+    elif nr:
         panels = -(-n // nr)
         zero = te.const(0, b.dtype)
 
@@ -207,6 +229,19 @@ def schedule_dense(outs: Sequence[Tensor], target: Target, mr: int = 8, nr: int 
     out = s[outs[0]]
     *batch, i, j = out.op.axis  # type: ignore[attr-defined]
     m, n = extent(i), extent(j)
+    dot = find_stage(s, (f"{mm.op.tag}.dot",))  # type: ignore[attr-defined]
+    if dot is not None:
+        cols = pick_tile(n, 8)
+        jo, ji = out.split(j, cols if cols >= 4 else 4)
+        outer = out.fuse(*batch, i, jo)
+        out.parallel(outer)
+        mm.compute_at(out, outer)
+        dot.compute_at(out, outer)
+        *_, dj, lane = dot.op.axis  # type: ignore[attr-defined]
+        dot.reorder(*dot.op.reduce_axis, dj, lane)  # type: ignore[attr-defined]
+        dot.unroll(dj)
+        dot.vectorize(lane)
+        return s
     width = nr or (mm_shape[-1] if pack is None else shape_of(pack.op.outputs[0])[-1])
     if pack is None:
         width = min(n, 32)
