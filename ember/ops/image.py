@@ -292,6 +292,9 @@ def _s2d_shape(a: Attrs, shapes: list[Shape], dtypes: list[DType]) -> tuple[Shap
     if h % b or w % b:
         raise ShapeError(f"SpaceToDepth: height {h} and width {w} must be divisible by "
                          f"blocksize {b}")
+    if a["mode"] not in ("DCR", "CRD"):
+        raise UnsupportedOpError(f"SpaceToDepth: mode '{a['mode']}' is not supported "
+                                 "(expected 'DCR' or 'CRD')")
     return (n, c * b * b, h // b, w // b), dtypes[0]
 
 
@@ -300,7 +303,10 @@ def _s2d_body(a: Attrs, ts: list[Tensor], i: tuple[Expr, ...]) -> Expr:
     b = int(a["blocksize"])
     c_in = shape_of(x)[1]
     n, c, h, w = i
-    block, channel = c // c_in, c % c_in
+    if a["mode"] == "DCR":  # channel = block * C + c
+        block, channel = c // c_in, c % c_in
+    else:  # CRD: channel = c * b * b + block
+        block, channel = c % (b * b), c // (b * b)
     return x[n, channel, h * b + block // b, w * b + block % b]
 
 
@@ -312,5 +318,5 @@ OPS: dict[str, OpDef] = {
     "DepthToSpace": injective("DepthToSpace", ("input",), _d2s_shape, _d2s_body,
                               {"blocksize": REQUIRED, "mode": "DCR"}),
     "SpaceToDepth": injective("SpaceToDepth", ("input",), _s2d_shape, _s2d_body,
-                              {"blocksize": REQUIRED}),
+                              {"blocksize": REQUIRED, "mode": "DCR"}),
 }

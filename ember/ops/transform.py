@@ -708,8 +708,9 @@ def _range_plan(a: Attrs, shapes: list[Shape], dtypes: list[DType]) -> tuple[Sha
 
 def _range_body(a: Attrs, ts: list[Tensor], i: tuple[Expr, ...]) -> Expr:
     _, dtype = _range_plan(a, [], [t.dtype for t in ts])
-    start, delta = number(a["start"], dtype), number(a["delta"], dtype)
-    return i[0].astype(dtype) * delta + start
+    work = dt.float32 if dtype == dt.float16 else dtype  # stash_type: float16 runs in float
+    start, delta = number(a["start"], work), number(a["delta"], work)
+    return (i[0].astype(work) * delta + start).astype(dtype)
 
 
 def _trilu_plan(a: Attrs, shapes: list[Shape], dtypes: list[DType]) -> tuple[Shape, DType]:
@@ -826,7 +827,8 @@ OPS: dict[str, OpDef] = {
     "ConstantOfShape": injective("ConstantOfShape", ("input",), _cos_plan, _cos_body,
                                  {"input": REQUIRED, "value": None}, ("input",), n_data=0),
     "Range": injective("Range", ("start", "limit", "delta"), _range_plan, _range_body,
-                       {"start": REQUIRED, "limit": REQUIRED, "delta": REQUIRED},
+                       {"start": REQUIRED, "limit": REQUIRED, "delta": REQUIRED,
+                        "stash_type": 1},
                        ("start", "limit", "delta"), n_data=0),
     "Trilu": injective("Trilu", ("input", "k"), _trilu_plan, _trilu_body,
                        {"upper": 1, "k": 0}, ("k",)),

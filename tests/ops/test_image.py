@@ -120,6 +120,11 @@ def test_depth_to_space(mode):
 def test_space_to_depth_and_errors():
     check_op("SpaceToDepth", [rand(2, 3, 4, 6)], {"blocksize": 2})
     check_op("SpaceToDepth", [rand(1, 2, 3, 6)], {"blocksize": 3})
+    for mode in ("DCR", "CRD"):  # SpaceToDepth inverts DepthToSpace of the same mode
+        x = rand(1, 3, 4, 6)
+        (y,) = run_op("SpaceToDepth", [x], {"blocksize": 2, "mode": mode})
+        (back,) = run_op("DepthToSpace", [y], {"blocksize": 2, "mode": mode})
+        np.testing.assert_array_equal(back, x)
     with pytest.raises(ShapeError, match="not divisible by blocksize"):
         run_op("DepthToSpace", [rand(1, 6, 2, 2)], {"blocksize": 2})
     with pytest.raises(ShapeError, match="must be divisible by blocksize 2"):

@@ -239,6 +239,11 @@ def test_range(start, limit, delta, dtype):
     np.testing.assert_allclose(got, ref, rtol=1e-6)
     (got,) = run_op("Range", [], {"start": start, "limit": limit, "delta": delta})
     np.testing.assert_allclose(got, ref, rtol=1e-6)
+    half = {k: np.float16(v) for k, v in zip(("start", "limit", "delta"), (start, limit, delta))}
+    (got,) = run_op("Range", [], half)
+    want = np.arange(*half.values(), dtype="float32")
+    np.testing.assert_allclose(got, want.astype("float16"), rtol=1e-3)
+    assert got.dtype == np.float16
     with pytest.raises(ShapeError, match="delta is 0"):
         run_op("Range", [], {"start": 1, "limit": 2, "delta": 0})
 
