@@ -85,11 +85,11 @@ BinaryFn = Callable[..., Expr]
 def nary(name: str, fn: BinaryFn, kinds: str = ANY, out_dtype: str | None = None,
          inputs: tuple[str, ...] = ("A", "B"), attrs: dict[str, Any] | None = None,
          variadic: bool = False, check: Callable[[Attrs, Sequence[TensorType]], None] | None
-         = None, same_types: int | None = None) -> OpDef:
+         = None, same_types: int | None = None, dtype_from: int = 0) -> OpDef:
     """A broadcast op `out[i] = fn(x0[i], x1[i], ...)` (fn also gets attrs if it takes them).
 
     `same_types`: how many leading inputs must share one dtype (default: all);
-    `out_dtype`: the output type ("bool"), default the first input's.
+    `out_dtype`: the output type ("bool"), default that of input `dtype_from`.
     """
     takes_attrs = len(inspect.signature(fn).parameters) == (
         (len(inputs) if not variadic else 1) + 1) and not variadic
@@ -108,7 +108,7 @@ def nary(name: str, fn: BinaryFn, kinds: str = ANY, out_dtype: str | None = None
         if check is not None:
             check(attrs, given)
         shape = broadcast_shape(*[t.shape for t in given])
-        dtype = dt.parse(out_dtype) if out_dtype else given[0].dtype
+        dtype = dt.parse(out_dtype) if out_dtype else given[dtype_from].dtype
         return [TensorType(shape, dtype)]
 
     def compute(attrs: Attrs, tensors: Sequence[Tensor | None]) -> list[Tensor]:
@@ -175,13 +175,22 @@ def unary(name: str, fn: Callable[..., Expr], kinds: str = ANY,
 
 # ------------------------------------------------------------------------------------------
 # arithmetic with ONNX's integer rules
+def _safe_divisor(b: Expr) -> Expr:
+    """b, or 1 where b is 0: integer division by zero is undefined in ONNX, and the masked-off
+    lanes of a vectorized loop tail load 0, which must not trap."""
+    return Select(b == const_like(0, b), const_like(1, b), b)
+
+
 def _div(a: Expr, b: Expr) -> Expr:
-    return a / b if a.dtype.is_float else Div(a, b)  # integers truncate toward zero, like C
+    if a.dtype.is_float:
+        return a / b
+    return Div(a, _safe_divisor(b))  # integers truncate toward zero, like C
 
 
 def _mod(a: Expr, b: Expr, attrs: Attrs) -> Expr:
     if a.dtype.is_float:  # C fmod: the sign of the dividend
         return a - te.trunc(a / b) * b
+    b = _safe_divisor(b)
     if attrs["fmod"]:
         return a - Div(a, b) * b
     return FloorMod(a, b)  # Python's %: the sign of the divisor
@@ -297,8 +306,14 @@ def _cast_like(attrs: Attrs, tensors: Sequence[Tensor | None]) -> list[Tensor]:
     x, like = tensors[0], tensors[1]
     assert x is not None and like is not None
     to = like.dtype
-    return [te.compute(shape_of(x), lambda *i: _cast(x[i], to),  # type: ignore[list-item]
-                       name="castlike", tag="CastLike")]
+    # like's values are never used, but a kernel argument must be read by some stage: the
+    # untaken branch of a constant condition keeps it in the schedule and folds away
+    origin = tuple(te.const(0) for _ in like.shape)
+
+    def body(*i: Expr) -> Expr:
+        return te.if_then_else(te.const(True), _cast(x[i], to), like[origin])
+
+    return [te.compute(shape_of(x), body, name="castlike", tag="CastLike")]  # type: ignore
 
 
 def _infer_cast_like(attrs: Attrs, types: Sequence[TensorType | None]) -> list[TensorType]:
@@ -316,14 +331,6 @@ def _check_dropout(attrs: Attrs) -> None:
 def _dropout(x: Expr, attrs: Attrs) -> Expr:
     _check_dropout(attrs)
     return x
-
-
-def _checked(fn: Callable[[Expr, Attrs], Expr], check: Callable[[Attrs], None]
-             ) -> Callable[[Expr, Attrs], Expr]:
-    def wrapped(x: Expr, attrs: Attrs) -> Expr:
-        check(attrs)
-        return fn(x, attrs)
-    return wrapped
 
 
 def _with_infer_check(opdef: OpDef, check: Callable[[Attrs], None]) -> OpDef:
@@ -368,7 +375,7 @@ _UNARY: list[OpDef] = [
           {"alpha": 0.2, "beta": 0.5}),
     unary("HardSwish", lambda x: x * _hard_sigmoid(x, 1 / 6, 0.5), FLOATS),
     unary("Tanh", te.tanh, FLOATS, inputs=("input",)),
-    unary("Gelu", _checked(_gelu, _check_gelu), FLOATS, {"approximate": "none"}),
+    _with_infer_check(unary("Gelu", _gelu, FLOATS, {"approximate": "none"}), _check_gelu),
     unary("Mish", lambda x: x * te.tanh(_softplus(x)), FLOATS),
     unary("Erf", te.erf, FLOATS, inputs=("input",)),
     unary("Exp", te.exp, FLOATS, inputs=("input",)),
@@ -420,7 +427,7 @@ _NARY: list[OpDef] = [
     nary("And", lambda a, b: a & b, "b"),
     nary("Or", lambda a, b: a | b, "b"),
     nary("Xor", lambda a, b: a != b, "b"),
-    nary("Where", _where, ANY, inputs=("condition", "X", "Y"), same_types=0,
+    nary("Where", _where, ANY, inputs=("condition", "X", "Y"), same_types=0, dtype_from=1,
          check=lambda attrs, types: _check_where(types)),
 ]
 
