@@ -1,0 +1,149 @@
+"""fuse_ops: groups by pattern, one anchor per group, chains stop at shared values."""
+
+import numpy as np
+import pytest
+
+from ember.graph.ir import Graph, Node
+from ember.graph.passes.fuse_ops import fuse_ops, wrap_single_ops
+from ember.graph.pipeline import check_graph
+from tests.graph.runner import Builder, assert_same_results
+
+
+def _groups(g: Graph) -> list[list[str]]:
+    assert all(n.op == "Fused" for n in g.nodes)
+    check_graph(g)
+    return [[m.op for m in n.attrs["graph"].nodes] for n in g.nodes]
+
+
+def _covers(before: Graph, after: Graph) -> None:
+    """Every node of `before` sits in exactly one group; outputs keep their Values."""
+    inner = [m for n in after.nodes for m in n.attrs["graph"].nodes]
+    assert sorted(map(id, inner)) == sorted(map(id, before.nodes))
+    assert after.outputs == before.outputs
+
+
+@pytest.mark.usefixtures("stand_ins")
+def test_conv_bias_bn_relu_residual_is_one_kernel() -> None:
+    b = Builder()
+    x = b.input("x", (1, 4, 6, 6), "float32")
+    (c,) = b.node("Conv", [x, b.const("w", (4, 4, 3, 3), 0)], [(1, 4, 6, 6)],
+                  {"kernel_shape": (3, 3), "pads": (1, 1, 1, 1), "strides": (1, 1),
+                   "dilations": (1, 1), "group": 1})
+    (y,) = b.add("Add", [c, b.const("bias", (4, 1, 1), 1)])
+    (y,) = b.add("Mul", [y, b.const("bn_scale", (4, 1, 1), 2)])
+    (y,) = b.add("Add", [y, b.const("bn_shift", (4, 1, 1), 3)])
+    (y,) = b.add("Relu", [y])
+    (y,) = b.add("Add", [y, x])
+    (z,) = b.add("Relu", [y])
+    g = b.finish([z])
+    out = fuse_ops(g)
+    assert _groups(out) == [["Conv", "Add", "Mul", "Add", "Relu", "Add", "Relu"]]
+    fused = out.nodes[0]
+    assert fused.attrs["anchor"] == "conv" and fused.attrs["pattern"] == "OUT_FUSABLE"
+    assert fused.outputs == (z,) and fused.inputs[0] is x and len(fused.inputs) == 5
+    _covers(g, out)
+    assert_same_results(g, out)
+
+
+@pytest.mark.usefixtures("stand_ins")
+def test_two_anchors_never_share_a_group() -> None:
+    b = Builder()
+    x = b.input("x", (3, 4), "float32")
+    (m1,) = b.node("MatMul", [x, b.const("w1", (4, 4), 0)], [(3, 4)])
+    (m2,) = b.node("MatMul", [m1, b.const("w2", (4, 4), 1)], [(3, 4)])
+    (m3,) = b.node("MatMul", [x, b.const("w3", (4, 4), 2)], [(3, 4)])
+    (s,) = b.add("Add", [m2, m3])
+    g = b.finish([s])
+    out = fuse_ops(g)
+    assert sorted(_groups(out)) == [["MatMul"], ["MatMul"], ["MatMul", "Add"]]
+    _covers(g, out)
+    assert_same_results(g, out)
+
+
+def test_shared_value_stops_the_chain() -> None:
+    b = Builder()
+    x = b.input("x", (4, 8), "float32")
+    (a,) = b.add("Add", [x, b.const("c", (8,), 0)])
+    (r,) = b.add("Relu", [a])               # read twice below: ends its group
+    (p,) = b.add("Add", [r, x])
+    (q,) = b.add("Relu", [r])
+    (s,) = b.add("Add", [p, q])
+    g = b.finish([s])
+    out = fuse_ops(g)
+    assert _groups(out) == [["Add", "Relu"], ["Add", "Relu", "Add"]]
+    assert out.nodes[0].outputs == (r,)
+    _covers(g, out)
+    assert_same_results(g, out)
+
+
+def test_graph_output_in_the_middle_stops_the_chain() -> None:
+    b = Builder()
+    x = b.input("x", (16,), "float32")
+    (r,) = b.add("Relu", [x])
+    (y,) = b.add("Add", [r, x])
+    g = b.finish([r, y])
+    out = fuse_ops(g)
+    assert _groups(out) == [["Relu"], ["Add"]]
+    assert_same_results(g, out)
+
+
+def test_reduction_takes_prologue_and_same_shape_epilogue() -> None:
+    b = Builder()
+    x = b.input("x", (6, 10), "float32")
+    (a,) = b.add("Add", [x, b.const("c", (10,), 0)])
+    (t,) = b.add("Relu", [a])
+    (s,) = b.add("ReduceSum", [t], {"axes": (1,), "keepdims": 1})
+    (e,) = b.add("Relu", [s])
+    (grow,) = b.add("Add", [e, x])          # broadcasts beyond (6, 1): a new group
+    (m,) = b.add("Softmax", [grow])         # second reduction: its own anchor
+    g = b.finish([m])
+    out = fuse_ops(g)
+    assert _groups(out) == [["Add", "Relu", "ReduceSum", "Relu"], ["Add", "Softmax"]]
+    assert out.nodes[0].attrs["pattern"] == "REDUCTION"
+    assert out.nodes[0].attrs["anchor"] == "reducesum"
+    _covers(g, out)
+    assert_same_results(g, out, rtol=1e-4)
+
+
+def test_injective_chain_and_opaque_ops() -> None:
+    b = Builder()
+    x = b.input("x", (2, 3, 4), "float32")
+    (t,) = b.add("Transpose", [x], {"perm": (2, 0, 1)})
+    (r,) = b.add("Relu", [t])
+    (s,) = b.add("Reshape", [r], {"shape": (4, 6)})
+    (o,) = b.node("Mystery", [s], [(4, 6)])   # not in the op table: OPAQUE
+    (y,) = b.add("Relu", [o])
+    g = b.finish([y])
+    out = fuse_ops(g)
+    assert _groups(out) == [["Transpose", "Relu", "Reshape"], ["Mystery"], ["Relu"]]
+    assert out.nodes[1].attrs["pattern"] == "OPAQUE"
+
+
+def test_multi_output_node_keeps_its_outputs() -> None:
+    b = Builder()
+    x = b.input("x", (4, 6), "float32")
+    (r,) = b.add("Relu", [x])
+    lo, hi = b.add("Split", [r], {"axis": 0, "num_outputs": 2})
+    (y,) = b.add("Add", [lo, hi])
+    g = b.finish([y])
+    out = fuse_ops(g)
+    assert _groups(out) == [["Relu", "Split"], ["Add"]]
+    assert out.nodes[0].outputs == (lo, hi)
+    assert_same_results(g, out)
+
+
+def test_fusing_twice_and_wrapping() -> None:
+    b = Builder()
+    x = b.input("x", (5,), "float32")
+    (r,) = b.add("Relu", [x])
+    (y,) = b.add("Add", [r, x])
+    g = b.finish([y])
+    once = fuse_ops(g)
+    twice = fuse_ops(once)
+    assert [n.attrs["graph"] for n in twice.nodes] == [n.attrs["graph"] for n in once.nodes]
+    wrapped = wrap_single_ops(g)
+    assert _groups(wrapped) == [["Relu"], ["Add"]]
+    assert wrap_single_ops(wrapped) is wrapped
+    assert isinstance(wrapped.nodes[0], Node) and "Fused(" in str(wrapped)
+    assert_same_results(g, wrapped)
+    np.testing.assert_equal(len(str(once).splitlines()), 5)
