@@ -1,6 +1,6 @@
 """fold_batch_norm: BatchNormalization folded into Conv / Gemm / MatMul(+Add) weights."""
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pytest
