@@ -1,0 +1,399 @@
+"""Recurrent ops (ONNX semantics): LSTM and GRU as te.scan recurrences over time.
+
+Per direction: the input projection x @ W^T (+ biases) for all steps is one reduction
+before the scan; inside the scan, step t computes h[t-1] @ R^T with R packed as
+[k, gate, j] (vectorized over j, the gates unrolled), then the gate activations and the new
+states. Steps past a batch entry's sequence_lens keep its state and output zeros.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+from ember import te
+from ember.errors import ShapeError, UnsupportedOpError
+from ember.graph.ir import TensorType
+from ember.ops.conv import extent, pick_tile, shape_of
+from ember.ops.generic import schedule_flat
+from ember.ops.registry import Attrs, OpDef, Pattern
+from ember.target import Target
+from ember.te.schedule import Schedule
+from ember.te.tensor import ComputeOp, Tensor
+from ember.tir.expr import Expr
+
+Act = Callable[[Expr], Expr]
+
+
+def _activation(name: str, alpha: float | None, beta: float | None) -> Act:
+    def c(v: float, x: Expr) -> Expr:
+        return te.const(v, x.dtype)
+
+    match name.lower():
+        case "sigmoid":
+            return te.sigmoid
+        case "tanh":
+            return te.tanh
+        case "relu":
+            return lambda x: te.max(x, c(0.0, x))
+        case "leakyrelu":
+            a = 0.01 if alpha is None else alpha
+            return lambda x: te.if_then_else(x >= c(0.0, x), x, x * c(a, x))
+        case "hardsigmoid":
+            a, b = (0.2 if alpha is None else alpha), (0.5 if beta is None else beta)
+            return lambda x: te.min(te.max(x * c(a, x) + c(b, x), c(0.0, x)), c(1.0, x))
+        case "thresholdedrelu":
+            a = 1.0 if alpha is None else alpha
+            return lambda x: te.if_then_else(x > c(a, x), x, c(0.0, x))
+        case "scaledtanh":
+            a, b = (1.0 if alpha is None else alpha), (1.0 if beta is None else beta)
+            return lambda x: c(a, x) * te.tanh(x * c(b, x))
+        case "affine":
+            a, b = (1.0 if alpha is None else alpha), (0.0 if beta is None else beta)
+            return lambda x: x * c(a, x) + c(b, x)
+        case "softsign":
+            return lambda x: x / (c(1.0, x) + te.abs(x))
+        case "softplus":
+            return lambda x: te.log(te.exp(x) + c(1.0, x))
+        case "elu":
+            a = 1.0 if alpha is None else alpha
+            return lambda x: te.if_then_else(x >= c(0.0, x), x,
+                                             c(a, x) * (te.exp(x) - c(1.0, x)))
+    raise UnsupportedOpError(f"activation '{name}' is not supported")
+
+
+_USES_ALPHA = {"leakyrelu", "hardsigmoid", "thresholdedrelu", "scaledtanh", "affine", "elu"}
+_USES_BETA = {"hardsigmoid", "scaledtanh", "affine"}
+
+
+def _activations(attrs: Attrs, defaults: Sequence[str], directions: int) -> list[list[Act]]:
+    names = list(attrs.get("activations") or defaults * directions)
+    if len(names) != len(defaults) * directions:
+        raise UnsupportedOpError(f"activations {names}: expected {len(defaults) * directions} "
+                                 f"names ({len(defaults)} per direction)")
+    alphas = list(attrs.get("activation_alpha") or [])
+    betas = list(attrs.get("activation_beta") or [])
+    acts = []
+    for name in names:
+        key = name.lower() if isinstance(name, str) else name.decode().lower()
+        alpha = alphas.pop(0) if key in _USES_ALPHA and alphas else None
+        beta = betas.pop(0) if key in _USES_BETA and betas else None
+        acts.append(_activation(key, alpha, beta))
+    per = len(defaults)
+    return [acts[d * per:(d + 1) * per] for d in range(directions)]
+
+
+class _Spec:
+    """Checked shapes and attributes of one LSTM/GRU node."""
+
+    def __init__(self, kind: str, attrs: Attrs, types: Sequence[TensorType | None]) -> None:
+        self.kind = kind
+        self.gates = 4 if kind == "LSTM" else 3
+        x, w, r = types[0], types[1], types[2]
+        assert x is not None and w is not None and r is not None
+        self.layout = int(attrs.get("layout", 0))
+        if self.layout not in (0, 1):
+            raise UnsupportedOpError(f"layout={self.layout} is not supported (expected 0 or 1)")
+        direction = attrs.get("direction", "forward")
+        if direction not in ("forward", "reverse", "bidirectional"):
+            raise UnsupportedOpError(f"direction={direction!r} is not supported")
+        self.reverse = [direction == "reverse"] if direction != "bidirectional" else [False, True]
+        self.dirs = len(self.reverse)
+        if x.ndim != 3:
+            raise ShapeError(f"input X must be 3-D, got shape {x.shape}")
+        if self.layout == 0:
+            self.steps, self.batch, self.features = x.shape
+        else:
+            self.batch, self.steps, self.features = x.shape
+        h = attrs.get("hidden_size") or r.shape[-1]
+        self.hidden = int(h)
+        g, hd = self.gates, self.hidden
+        want = {1: (self.dirs, g * hd, self.features), 2: (self.dirs, g * hd, hd),
+                3: (self.dirs, 2 * g * hd), 4: (self.batch,)}
+        state = (self.dirs, self.batch, hd) if self.layout == 0 else (self.batch, self.dirs, hd)
+        want.update({5: state, 6: state, 7: (self.dirs, 3 * hd)})
+        names = ["X", "W", "R", "B", "sequence_lens", "initial_h", "initial_c", "P"]
+        for pos, t in enumerate(types):
+            if pos in want and t is not None and t.shape != want[pos]:
+                raise ShapeError(f"input {names[pos]} has shape {t.shape}, expected {want[pos]}")
+        if attrs.get("input_forget", 0) and kind == "LSTM":
+            self.input_forget = True
+        else:
+            self.input_forget = False
+        clip = attrs.get("clip")
+        self.clip = None if clip is None else float(clip)
+
+    def outputs(self, dtype: object) -> list[TensorType]:
+        t, b, d, h = self.steps, self.batch, self.dirs, self.hidden
+        y = (t, d, b, h) if self.layout == 0 else (b, t, d, h)
+        state = (d, b, h) if self.layout == 0 else (b, d, h)
+        outs = [TensorType(y, dtype), TensorType(state, dtype)]  # type: ignore[arg-type]
+        if self.kind == "LSTM":
+            outs.append(TensorType(state, dtype))  # type: ignore[arg-type]
+        return outs
+
+
+def _infer(kind: str) -> Callable[[Attrs, Sequence[TensorType | None]], list[TensorType]]:
+    def infer(attrs: Attrs, inputs: Sequence[TensorType | None]) -> list[TensorType]:
+        x = inputs[0]
+        assert x is not None
+        if not x.dtype.is_float:
+            raise ShapeError(f"input X must be a float tensor, got {x.dtype}")
+        return _Spec(kind, attrs, inputs).outputs(x.dtype)
+
+    return infer
+
+
+def _direction(spec: _Spec, d: int, ins: Sequence[Tensor | None], acts: list[Act],
+               attrs: Attrs) -> tuple[Tensor, Tensor | None, Expr]:
+    """(h states [T+1, B, H], c states or None, -) of direction d."""
+    x, w, r = ins[0], ins[1], ins[2]
+    bias = ins[3] if len(ins) > 3 else None
+    lens = ins[4] if len(ins) > 4 else None
+    init_h = ins[5] if len(ins) > 5 else None
+    init_c = ins[6] if len(ins) > 6 and spec.kind == "LSTM" else None
+    peep = ins[7] if len(ins) > 7 and spec.kind == "LSTM" else None
+    assert x is not None and w is not None and r is not None
+    T, B, I, H, G = spec.steps, spec.batch, spec.features, spec.hidden, spec.gates
+    kind, rev, dtype = spec.kind, spec.reverse[d], x.dtype
+    zero = te.const(0, dtype)
+    lbr = kind == "GRU" and bool(attrs.get("linear_before_reset", 0))
+
+    def x_at(t: Expr, b: Expr, i: Expr) -> Expr:
+        return x[(t, b, i)] if spec.layout == 0 else x[(b, t, i)]
+
+    def source(t: Expr, b: Expr) -> Expr:
+        if not rev:
+            return t
+        if lens is None:
+            return T - 1 - t
+        return te.max(te.cast(lens[b], "int32") - 1 - t, te.const(0))
+
+    def state_in(init: Tensor | None, name: str) -> Tensor:
+        if init is None:
+            return te.compute((1, B, H), lambda _, b, j: zero, name=name,  # type: ignore
+                              tag="RNN.init")
+        if spec.layout == 0:
+            return te.compute((1, B, H), lambda _, b, j: init[d, b, j], name=name,  # type: ignore
+                              tag="RNN.init")
+        return te.compute((1, B, H), lambda _, b, j: init[b, d, j], name=name,  # type: ignore
+                          tag="RNN.init")
+
+    wt = te.compute((I, G, H), lambda i, g, j: w[d, g * H + j, i], name="w_t",
+                    tag=f"{kind}.pack")
+    rt = te.compute((H, G, H), lambda k, g, j: r[d, g * H + j, k], name="r_t",
+                    tag=f"{kind}.pack")
+    i_ax = te.reduce_axis((0, I), name="i")
+
+    def in_bias(g: Expr, j: Expr) -> Expr | None:
+        if bias is None:
+            return None
+        wb = bias[d, g * H + j]
+        if lbr:  # GRU h gate: its recurrent bias goes inside the reset product
+            return wb + te.if_then_else(g < 2, bias[d, (G + g) * H + j], zero)
+        return wb + bias[d, (G + g) * H + j]
+
+    def fxw(t: Expr, b: Expr, g: Expr, j: Expr) -> Expr:
+        return te.sum(x_at(source(t, b), b, i_ax.var) * wt[i_ax, g, j], axis=i_ax)
+
+    xw0 = te.compute((T, B, G, H), fxw, name="xw", tag=f"{kind}.input")
+
+    def fxwb(t: Expr, b: Expr, g: Expr, j: Expr) -> Expr:
+        extra = in_bias(g, j)
+        return xw0[t, b, g, j] + extra if extra is not None else xw0[t, b, g, j]
+
+    xw = te.compute((T, B, G, H), fxwb, name="xw_b", tag=f"{kind}.input_bias")
+    hs = te.placeholder((T + 1, B, H), dtype, name="h_state")
+    k_ax = te.reduce_axis((0, H), name="k")
+
+    def clip(v: Expr) -> Expr:
+        if spec.clip is None:
+            return v
+        return te.min(te.max(v, te.const(-spec.clip, dtype)), te.const(spec.clip, dtype))
+
+    def valid(t: Expr, b: Expr) -> Expr | None:
+        return None if lens is None else t - 1 < te.cast(lens[b], "int32")
+
+    def keep(t: Expr, b: Expr, new: Expr, old: Expr) -> Expr:
+        ok = valid(t, b)
+        return new if ok is None else te.if_then_else(ok, new, old)
+
+    if kind == "LSTM":
+        cs = te.placeholder((T + 1, B, H), dtype, name="c_state")
+        rec = te.compute((T + 1, B, G, H), lambda t, b, g, j: te.sum(
+            hs[t - 1, b, k_ax] * rt[k_ax, g, j], axis=k_ax), name="rec", tag="LSTM.rec")
+        f_act, g_act, h_act = acts
+
+        def gate(t: Expr, b: Expr, g: int, j: Expr) -> Expr:
+            return xw[t - 1, b, g, j] + rec[t, b, g, j]
+
+        def peep_term(g: int, j: Expr, c: Expr) -> Expr:
+            return peep[d, g * H + j] * c if peep is not None else zero
+
+        def c_new(t: Expr, b: Expr, j: Expr) -> Expr:
+            c_prev = cs[t - 1, b, j]
+            i = f_act(clip(gate(t, b, 0, j) + peep_term(0, j, c_prev)))
+            if spec.input_forget:
+                f = te.const(1, dtype) - i
+            else:
+                f = f_act(clip(gate(t, b, 2, j) + peep_term(2, j, c_prev)))
+            return f * c_prev + i * g_act(clip(gate(t, b, 3, j)))
+
+        def h_new(t: Expr, b: Expr, j: Expr) -> Expr:
+            c = c_new(t, b, j)
+            o = f_act(clip(gate(t, b, 1, j) + peep_term(1, j, c)))
+            return o * h_act(c)
+
+        c_upd = te.compute((T + 1, B, H), lambda t, b, j: keep(t, b, c_new(t, b, j),
+                                                                cs[t - 1, b, j]),
+                           name="c_update", tag="LSTM.cell")
+        h_upd = te.compute((T + 1, B, H), lambda t, b, j: keep(t, b, h_new(t, b, j),
+                                                                hs[t - 1, b, j]),
+                           name="h_update", tag="LSTM.cell")
+        h_out, c_out = te.scan([state_in(init_h, "h0"), state_in(init_c, "c0")],
+                               [h_upd, c_upd], [hs, cs], name=f"lstm{d}")
+        return h_out, c_out, zero  # type: ignore[return-value]
+
+    # GRU: gates z, r, h
+    f_act, g_act = acts
+    rec_g = 3 if lbr else 2
+    rec = te.compute((T + 1, B, rec_g, H), lambda t, b, g, j: te.sum(
+        hs[t - 1, b, k_ax] * rt[k_ax, g, j], axis=k_ax), name="rec", tag="GRU.rec")
+
+    def gate(t: Expr, b: Expr, g: int, j: Expr) -> Expr:
+        return clip(xw[t - 1, b, g, j] + rec[t, b, g, j])
+
+    if lbr:
+        def candidate(t: Expr, b: Expr, j: Expr) -> Expr:
+            rb = bias[d, (G + 2) * H + j] if bias is not None else zero
+            reset = f_act(gate(t, b, 1, j))
+            return g_act(clip(xw[t - 1, b, 2, j] + reset * (rec[t, b, 2, j] + rb)))
+    else:
+        reset_h = te.compute((T + 1, B, H), lambda t, b, k: f_act(gate(t, b, 1, k))
+                             * hs[t - 1, b, k], name="reset_h", tag="GRU.reset")
+        k2 = te.reduce_axis((0, H), name="k2")
+        rec_h = te.compute((T + 1, B, H), lambda t, b, j: te.sum(
+            reset_h[t, b, k2] * rt[k2, 2, j], axis=k2), name="rec_h", tag="GRU.rec_h")
+
+        def candidate(t: Expr, b: Expr, j: Expr) -> Expr:
+            return g_act(clip(xw[t - 1, b, 2, j] + rec_h[t, b, j]))
+
+    def h_new(t: Expr, b: Expr, j: Expr) -> Expr:
+        z = f_act(gate(t, b, 0, j))
+        return (te.const(1, dtype) - z) * candidate(t, b, j) + z * hs[t - 1, b, j]
+
+    h_upd = te.compute((T + 1, B, H), lambda t, b, j: keep(t, b, h_new(t, b, j),
+                                                            hs[t - 1, b, j]),
+                       name="h_update", tag="GRU.cell")
+    h_out = te.scan(state_in(init_h, "h0"), h_upd, hs, name=f"gru{d}")
+    return h_out, None, zero  # type: ignore[return-value]
+
+
+def _compute(kind: str) -> Callable[[Attrs, Sequence[Tensor | None]], list[Tensor]]:
+    def compute(attrs: Attrs, inputs: Sequence[Tensor | None]) -> list[Tensor]:
+        x = inputs[0]
+        assert x is not None
+        types = [None if t is None else TensorType(shape_of(t), t.dtype) for t in inputs]
+        spec = _Spec(kind, attrs, types)
+        defaults = ("Sigmoid", "Tanh", "Tanh") if kind == "LSTM" else ("Sigmoid", "Tanh")
+        acts = _activations(attrs, defaults, spec.dirs)
+        results = [_direction(spec, d, inputs, acts[d], attrs) for d in range(spec.dirs)]
+        lens = inputs[4] if len(inputs) > 4 else None
+        T, B, D, H = spec.steps, spec.batch, spec.dirs, spec.hidden
+        zero = te.const(0, x.dtype)
+
+        def y_value(t: Expr, d: int, b: Expr, j: Expr) -> Expr:
+            h = results[d][0]
+            if lens is None:
+                return h[(T - t if spec.reverse[d] else t + 1), b, j]
+            n = te.cast(lens[b], "int32")
+            step = te.max(n - t, te.const(0)) if spec.reverse[d] else t + 1
+            return te.if_then_else(t < n, h[step, b, j], zero)
+
+        def pick(d: Expr, fn: Callable[[int], Expr]) -> Expr:
+            value = fn(D - 1)
+            for k in range(D - 2, -1, -1):
+                value = te.if_then_else(d == k, fn(k), value)
+            return value
+
+        if spec.layout == 0:
+            y = te.compute((T, D, B, H), lambda t, d, b, j: pick(
+                d, lambda k: y_value(t, k, b, j)), name="Y", tag=f"{kind}.Y")
+        else:
+            y = te.compute((B, T, D, H), lambda b, t, d, j: pick(
+                d, lambda k: y_value(t, k, b, j)), name="Y", tag=f"{kind}.Y")
+
+        def final(index: int, name: str) -> Tensor:
+            def value(d: Expr, b: Expr, j: Expr) -> Expr:
+                return pick(d, lambda k: results[k][index][T, b, j])  # type: ignore[index]
+
+            if spec.layout == 0:
+                return te.compute((D, B, H), value, name=name)  # type: ignore[return-value]
+            return te.compute((B, D, H), lambda b, d, j: value(d, b, j),  # type: ignore
+                              name=name)
+
+        outs = [y, final(0, "Y_h")]
+        if kind == "LSTM":
+            outs.append(final(1, "Y_c"))
+        return outs  # type: ignore[return-value]
+
+    return compute
+
+
+# -- schedule -------------------------------------------------------------------------------
+_KEEP = ("RNN.init", "LSTM.cell", "GRU.cell", "LSTM.pack", "GRU.pack", "GRU.reset", "LSTM.input_bias", "GRU.input_bias")
+
+
+def schedule_rnn(outs: Sequence[Tensor], target: Target, gate_tile: int = 32) -> Schedule:
+    """Packed weights and the input projection before the scan; per step the recurrent
+    product vectorized over hidden units with the gates unrolled."""
+    s = te.create_schedule([t.op for t in outs])
+    for stage in s.stages:
+        op = stage.op
+        if (isinstance(op, ComputeOp) and not op.reduce_axis and not stage.is_output
+                and op.tag not in _KEEP):
+            stage.compute_inline()
+    for stage in s.stages:
+        op = stage.op
+        if not isinstance(op, ComputeOp) or stage.attach.value == "inline":
+            continue
+        tag = op.tag
+        if tag.endswith(".pack") or tag.endswith(".input_bias"):
+            schedule_flat(stage, target, str(op.outputs[0].dtype))
+        elif tag.endswith(".input"):
+            t, b, g, j = op.axis
+            jo, ji = stage.split(j, pick_tile(extent(j), gate_tile))
+            stage.reorder(t, b, g, jo, *op.reduce_axis, ji)
+            stage.vectorize(ji)
+            stage.parallel(stage.fuse(t, b, g))
+        elif tag.endswith(".rec") or tag.endswith(".rec_h"):
+            *lead, j = op.axis
+            jo, ji = stage.split(j, pick_tile(extent(j), gate_tile))
+            if len(lead) == 3:
+                t, b, g = lead
+                stage.reorder(t, b, jo, *op.reduce_axis, g, ji)
+                stage.unroll(g)
+            else:
+                stage.reorder(*lead, jo, *op.reduce_axis, ji)
+            stage.vectorize(ji)
+        elif tag.endswith(".cell") or tag.endswith(".reset"):
+            j = op.axis[-1]
+            jo, ji = stage.split(j, pick_tile(extent(j), 16))
+            stage.vectorize(ji)
+    for t in outs:
+        schedule_flat(s[t], target, str(t.dtype))
+    return s
+
+
+def _rnn_attrs(extra: dict[str, object]) -> dict[str, object]:
+    return {"activation_alpha": None, "activation_beta": None, "activations": None,
+            "clip": None, "direction": "forward", "hidden_size": None, "layout": 0, **extra}
+
+
+OPS: dict[str, OpDef] = {
+    "LSTM": OpDef("LSTM", ("X", "W", "R", "B", "sequence_lens", "initial_h", "initial_c", "P"),
+                  _infer("LSTM"), _compute("LSTM"), Pattern.OPAQUE, schedule_rnn,
+                  attrs=_rnn_attrs({"input_forget": 0}), num_outputs=3),
+    "GRU": OpDef("GRU", ("X", "W", "R", "B", "sequence_lens", "initial_h"), _infer("GRU"),
+                 _compute("GRU"), Pattern.OPAQUE, schedule_rnn,
+                 attrs=_rnn_attrs({"linear_before_reset": 0}), num_outputs=2),
+}
