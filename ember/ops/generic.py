@@ -161,6 +161,7 @@ def schedule_reduction_stage(stage: Stage, target: Target, dtype: str = "float32
     layout, k = reduction_layout(op, body if body is not None else op.body)
     lanes = vector_lanes(target, dtype)
     axes = list(op.axis)
+    big = parallel and _big(stage)  # before rfactor shortens the reduction
     single = len(op.body) == 1
     if layout == "inner" and k is not None and single and lanes > 1 and _extent(k) >= 2 * lanes:
         ko, ki = stage.split(k, lanes)
@@ -183,7 +184,7 @@ def schedule_reduction_stage(stage: Stage, target: Target, dtype: str = "float32
         stage.vectorize(ji)
     else:
         outer = stage.fuse(*axes) if len(axes) > 1 else (axes[0] if axes else None)
-    if parallel and outer is not None and _big(stage):
+    if big and outer is not None:
         stage.parallel(outer)
     return outer
 
@@ -221,7 +222,8 @@ def _attach_depth(consumer: Stage, body: tuple[Expr, ...], producers: list[Stage
 
 def _schedule_epilogue(s: Schedule, stage: Stage, body: tuple[Expr, ...],
                        attached: list[Stage], layouts: dict[Stage, str], target: Target,
-                       work: int, outer_of: dict[Stage, IterVar | None]) -> None:
+                       work: int, outer_of: dict[Stage, IterVar | None],
+                       big_of: dict[Stage, bool]) -> None:
     """Schedule an elementwise output stage and compute `attached` reductions in its loop."""
     axes = list(stage.op.axis)  # type: ignore[attr-defined]
     direct = [r for r in attached if _reads(body, r)]
@@ -232,7 +234,7 @@ def _schedule_epilogue(s: Schedule, stage: Stage, body: tuple[Expr, ...],
         for r in attached:  # computed whole, before the epilogue, with their own threads
             r.compute_root()
             r_outer = outer_of[r]
-            if r_outer is not None and _big(r):
+            if r_outer is not None and big_of[r]:
                 r.parallel(r_outer)
         if outer is not None and work >= PARALLEL_MIN_ELEMENTS:
             stage.parallel(outer)
@@ -275,6 +277,7 @@ def schedule_reduction(outs: Sequence[Tensor], target: Target) -> Schedule:
         for iv in (*op.axis, *op.reduce_axis):
             work *= _extent(iv)
         work_of[r] = work
+    big_of = {r: _big(r) for r in reductions}
     attach_to: dict[Stage, list[Stage]] = {}
     outer_of: dict[Stage, IterVar | None] = {}
     for r in reductions:
@@ -292,5 +295,6 @@ def schedule_reduction(outs: Sequence[Tensor], target: Target) -> Schedule:
         for iv in st.op.axis:  # type: ignore[attr-defined]
             total *= _extent(iv)
         work = max([total] + [work_of[r] for r in attached])
-        _schedule_epilogue(s, st, bodies[st], attached, layouts, target, work, outer_of)
+        _schedule_epilogue(s, st, bodies[st], attached, layouts, target, work, outer_of,
+                           big_of)
     return s
