@@ -412,6 +412,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     try:
         return int(args.func(args))
+    except BrokenPipeError:  # e.g. `ember inspect m.onnx | head`
+        sys.stderr.close()
+        return 0
     except EmberError as err:
         message = " ".join(str(err).split())
         if len(message) > 2000:

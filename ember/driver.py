@@ -79,10 +79,10 @@ def lower_group(group: FusedGroup, target: Target | str = "llvm") -> PrimFunc:
 
 def compile_kernel(group: FusedGroup, target: Target | str = "llvm") -> bytes:
     """An object file defining the group's kernel `group.symbol`."""
-    from ember.codegen.jit import emit_object
+    from ember.runtime.aot import emit_kernel_object
 
     try:
-        return emit_object([lower_group(group, target)], target)
+        return emit_kernel_object([lower_group(group, target)], target)
     except EmberError as error:
         raise type(error)(f"fused group '{group.name}' ({group.describe()}): {error}") from None
 

@@ -50,6 +50,32 @@ def main_function(plan: ExecPlan) -> PrimFunc:
     return PrimFunc(MAIN_SYMBOL, (*ins, *outs, workspace, constants), Seq(tuple(body)))
 
 
+def emit_kernel_object(funcs: list[PrimFunc], target: Target | str = "llvm") -> bytes:
+    """An object file for linking into this process's JIT (see `link`).
+
+    It is generated with the JIT's code model and relocation model (absolute addresses):
+    position-independent objects use GOT-relative addressing that the JIT linker resolves
+    wrongly once several objects share one engine.
+    """
+    import llvmlite.binding as llvm
+
+    from ember.codegen import jit
+    from ember.codegen.llvm import codegen_llvm
+
+    tgt = Target(target)
+    machine = jit.target_machine(tgt, jit=True)
+    ir_module = codegen_llvm(funcs, tgt)
+    ir_module.data_layout = str(machine.target_data)
+    text = str(ir_module)
+    try:
+        module = llvm.parse_assembly(text)
+        module.verify()
+    except RuntimeError as error:
+        raise CodegenError(f"generated LLVM IR is invalid ({error}); IR:\n{text}") from None
+    jit.optimize(module, machine)
+    return bytes(machine.emit_object(module))
+
+
 class LinkedModel:
     """The JIT engine holding model_main and every kernel; addresses by symbol."""
 

@@ -17,6 +17,10 @@ import tempfile
 from pathlib import Path
 
 MAGIC = b"EMBERKO1"
+# what turns a fused group into machine code (graph passes and front ends do not)
+CODE_SOURCES = ("ops", "te", "tir", "arith", "codegen")
+CODE_FILES = ("dtype.py", "target.py", "build.py", "runtime/aot.py", "runtime/module.py",
+              "runtime/threadpool.py", "runtime/groups.py")
 _DIGEST_BYTES = 32
 
 
@@ -32,12 +36,15 @@ def default_cache_dir() -> Path:
 
 @functools.cache
 def compiler_version() -> str:
-    """ember's version plus a digest of its sources: a changed compiler never reuses code."""
+    """ember's version plus a digest of the sources that decide kernel code: a changed
+    compiler never reuses stale objects."""
     from ember import __version__
 
     root = Path(__file__).resolve().parent.parent
     digest = hashlib.sha256()
-    for path in sorted(root.rglob("*.py")):
+    files = [p for part in CODE_SOURCES for p in sorted((root / part).glob("**/*.py"))
+             if p.is_file()] + [root / f for f in CODE_FILES if (root / f).is_file()]
+    for path in files:
         digest.update(str(path.relative_to(root)).encode())
         digest.update(path.read_bytes())
     return f"{__version__}+{digest.hexdigest()[:16]}"

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
@@ -127,6 +128,15 @@ class CheckReport:
     worst: Divergence | None
 
 
+def onnx_name(name: str, tensors: Mapping[str, Any]) -> str:
+    """The ONNX tensor an ember value stands for: its name, or its name without the "_<n>"
+    suffix the graph builder adds when a node and its output share a name."""
+    if name in tensors:
+        return name
+    base = re.sub(r"_\d+$", "", name)
+    return base if base in tensors else name
+
+
 def check(onnx_model: Any, compiled: CompiledModel, feeds: Mapping[str, np.ndarray],
           rtol: float = 1e-3, atol: float = 1e-4) -> CheckReport:
     """Compare every group output ember computes with the same tensor from onnxruntime.
@@ -136,8 +146,9 @@ def check(onnx_model: Any, compiled: CompiledModel, feeds: Mapping[str, np.ndarr
     """
     import onnx
 
-    traced = compiled.trace(feeds)
     producers = {out: node for node in onnx_model.graph.node for out in node.output}
+    traced = [(group, onnx_name(name, producers), array)
+              for group, name, array in compiled.trace(feeds)]
     wanted = [name for _, name, _ in traced if name in producers]
     probe = onnx.ModelProto()
     probe.CopyFrom(onnx_model)
