@@ -112,3 +112,24 @@ def test_inspect_source(onnx_file, capsys):
         assert marker in out
     assert main(["inspect", str(onnx_file), "--source", "nope"]) == 2
     assert "no fused group named 'nope'" in capsys.readouterr().err
+
+
+def test_check_names_the_first_diverging_group(onnx_file):
+    import onnx
+
+    from ember.runtime.compare import check
+    from ember.runtime.executor import CompiledModel
+
+    good = ember.compile(str(onnx_file), cache=False)
+    blob = good.constant_bytes().copy()
+    blob.view(np.float32)[0] += 5.0  # corrupt the first weight: every later tensor differs
+    bad = CompiledModel(good.plan, good.objects, blob, graph=good.graph)
+    feeds = {"x": np.random.default_rng(2).standard_normal((3, 16)).astype("float32")}
+    model = onnx.load(str(onnx_file))
+    assert check(model, good, feeds).first is None
+    report = check(model, bad, feeds)
+    first_group = good.plan.calls[0].group
+    assert report.compared >= 1 and report.first is not None
+    assert report.first.group == first_group
+    assert report.first.node in {n.name for n in model.graph.node}
+    assert report.first.max_abs > 1.0
