@@ -68,7 +68,11 @@ def test_non_constant_weights_or_training_mode_are_left_alone() -> None:
     params = [b.const(f"p{i}", (4,), i, positive=True) for i in range(4)]
     (y2,) = b.node("BatchNormalization", [c2, *params], [c2.type.shape],
                    {"epsilon": 1e-5, "training_mode": 1})
-    g = b.finish([y, y2])
+    c3 = _conv(b, x, 4, False)
+    per_pixel = [b.const(f"q{i}", (4, 5, 5), i, positive=True) for i in range(4)]
+    (y3,) = b.node("BatchNormalization", [c3, *per_pixel], [c3.type.shape],
+                   {"epsilon": 1e-5, "spatial": 0})
+    g = b.finish([y, y2, y3])
     assert fold_batch_norm(g) is g
 
 

@@ -145,3 +145,19 @@ def test_resnet50_workspace_close_to_peak() -> None:
     assert plan.workspace_bytes < plan.naive_bytes / 4
     # the largest activation (64x112x112 floats) must fit: 3 MiB
     assert plan.workspace_bytes >= 64 * 112 * 112 * 4
+
+
+def test_imported_resnet50_meets_the_target() -> None:
+    """The real model through the ONNX importer and the whole pipeline."""
+    pytest.importorskip("onnx")
+    zoo = pytest.importorskip("ember.zoo")
+    frontend = pytest.importorskip("ember.frontend.onnx")
+    from ember.graph.pipeline import optimize_graph
+
+    graph = optimize_graph(frontend.from_onnx(zoo.build_model("resnet50")), opt_level=3)
+    inner = [m.op for n in graph.nodes for m in n.attrs["graph"].nodes]
+    assert "BatchNormalization" not in inner and inner.count("Conv") == 53
+    assert len(graph.nodes) < 60
+    plan = plan_memory(graph)
+    check_plan(graph, plan)
+    assert plan.workspace_bytes <= 1.2 * plan.peak_live_bytes

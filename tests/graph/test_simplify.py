@@ -57,7 +57,8 @@ def test_neutral_arithmetic_and_noop_shapes() -> None:
     big_zero = b.constant("bz", np.zeros((4, 2, 3), np.float32))
     (a,) = b.add("Add", [zero, x])          # 0 + x -> x
     (m,) = b.add("Mul", [a, one])           # x * 1 -> x
-    (t,) = b.add("Transpose", [m], {"perm": (0, 1)})
+    (cast,) = b.add("Cast", [m], {"to": 1})    # float32 -> float32
+    (t,) = b.add("Transpose", [cast], {"perm": (0, 1)})
     (s,) = b.add("Reshape", [t], {"shape": (2, 3)})
     (grown,) = b.add("Add", [s, big_zero])  # broadcasts to (4, 2, 3): not a copy
     (sub,) = b.add("Sub", [zero, x])        # 0 - x is no copy either

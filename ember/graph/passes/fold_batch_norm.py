@@ -31,6 +31,8 @@ def _bn_affine(bn: Node) -> tuple[np.ndarray, np.ndarray] | None:
     scale, bias, mean, var = bn.inputs[1:5]
     if not all(v is not None and v.data is not None for v in (scale, bias, mean, var)):
         return None
+    if bn.attrs.get("spatial", 1) == 0 or any(v.type.ndim != 1 for v in (scale, bias, mean, var)):
+        return None  # per-activation statistics (opset < 9 with spatial=0) stay as they are
     eps = float(bn.attrs.get("epsilon", 1e-5))
     s = scale.data.astype(np.float64) / np.sqrt(var.data.astype(np.float64) + eps)  # type: ignore
     shift = bias.data.astype(np.float64) - mean.data.astype(np.float64) * s  # type: ignore

@@ -1,4 +1,4 @@
-"""Remove nodes that copy their input: Identity, inference Dropout, no-op Reshape/Transpose, x+0, x*1."""
+"""Remove nodes that only copy their input: Identity, inference Dropout, no-op casts, x + 0, ..."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def copied_input(node: Node) -> Value | None:
             return node.inputs[0]
         case "Dropout" if not node.attrs.get("training_mode"):
             return node.inputs[0]
-        case "Reshape" | "Flatten" | "Squeeze" | "Unsqueeze" | "Expand":
+        case "Reshape" | "Flatten" | "Squeeze" | "Unsqueeze" | "Expand" | "Cast" | "CastLike":
             x = node.inputs[0]
             return x if x is not None and x.type == out.type else None
         case "Transpose":
