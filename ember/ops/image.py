@@ -10,7 +10,6 @@ Resize-10 and Upsample-7/9 use the same compute with coordinate_transformation_m
 
 from __future__ import annotations
 
-import itertools
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -156,31 +155,68 @@ def _cubic_weights(a: Attrs, t: Expr) -> list[Expr]:
     return [far[0], near[0], near[1], far[1]]
 
 
-def _taps(a: Attrs, mode: str, c: Expr, p: AxisPlan) -> list[tuple[Expr, Expr]]:
-    """(input index, weight) pairs of one axis for linear or cubic interpolation."""
+@dataclass(frozen=True)
+class Taps:
+    """The input points one output point reads along an axis: indices, their weights (None:
+    a single point, copied), and the sum to divide by (exclude_outside renormalizes)."""
+
+    indices: list[Expr]
+    weights: list[Expr] | None = None
+    total: Expr | None = None
+
+
+Bindings = list[tuple[tir.Var, Expr]]
+
+
+def bind(bindings: Bindings, value: Expr, name: str) -> Expr:
+    """A variable standing for `value` (bound by a Let around the body), so a coordinate or
+    weight used by several taps is computed once instead of copied into every use."""
+    var = tir.Var(name, value.dtype)
+    bindings.append((var, value))
+    return var
+
+
+def _taps(a: Attrs, mode: str, c: Expr, p: AxisPlan, lets: Bindings, axis: int) -> Taps:
+    """The taps of one axis for linear or cubic interpolation."""
     coordinate_mode = a["coordinate_transformation_mode"]
     last = p.in_dim - 1
     if mode == "linear":
         if coordinate_mode != "tf_crop_and_resize":
             c = te.max(te.min(c, float(last)), 0.0)
+        c = bind(lets, c, f"c{axis}")
         base = te.floor(c)
-        frac = c - base
-        i0 = te.max(te.min(base.astype("int32"), last), 0)
-        return [(i0, 1.0 - frac), (te.min(i0 + 1, last), frac)]
-    base = te.floor(c)
-    frac = c - base
-    i0 = base.astype("int32")
-    weights = _cubic_weights(a, frac)
-    taps = []
-    for k, w in enumerate(weights):
-        raw = i0 + (k - 1)
-        if int(a["exclude_outside"]):
-            w = tir.Select((raw >= 0) & (raw <= last), w, te.const(0.0))
-        taps.append((te.max(te.min(raw, last), 0), w))
-    if int(a["exclude_outside"]):
-        total = taps[0][1] + taps[1][1] + taps[2][1] + taps[3][1]
-        taps = [(i, w / total) for i, w in taps]
-    return taps
+        frac = bind(lets, c - base, f"t{axis}")
+        i0 = bind(lets, te.max(te.min(base.astype("int32"), last), 0), f"i{axis}")
+        return Taps([i0, te.min(i0 + 1, last)], [1.0 - frac, frac])
+    base = bind(lets, te.floor(c), f"b{axis}")
+    i0 = bind(lets, base.astype("int32"), f"i{axis}")
+    frac = bind(lets, c - base, f"t{axis}")
+    weights = [bind(lets, w, f"w{axis}_{k}") for k, w in enumerate(_cubic_weights(a, frac))]
+    raw = [i0 + (k - 1) for k in range(4)]
+    indices = [te.max(te.min(r, last), 0) for r in raw]
+    if not int(a["exclude_outside"]):
+        return Taps(indices, weights)
+    weights = [bind(lets, tir.Select((r >= 0) & (r <= last), w, te.const(0.0)), f"v{axis}_{k}")
+               for k, (r, w) in enumerate(zip(raw, weights))]
+    total = bind(lets, weights[0] + weights[1] + weights[2] + weights[3], f"s{axis}")
+    return Taps(indices, weights, total)
+
+
+def _interpolate(x: Tensor, per_axis: list[Taps], prefix: tuple[Expr, ...] = ()) -> Expr:
+    """Separable interpolation: each axis sums its taps over the interpolated rest, so the
+    weights of an axis appear once per tap of the axes before it, not once per corner."""
+    axis = len(prefix)
+    if axis == len(per_axis):
+        return x[prefix].astype("float32")
+    taps = per_axis[axis]
+    if taps.weights is None:
+        return _interpolate(x, per_axis, (*prefix, taps.indices[0]))
+    value: Expr | None = None
+    for index, weight in zip(taps.indices, taps.weights):
+        term = _interpolate(x, per_axis, (*prefix, index)) * weight
+        value = term if value is None else value + term
+    assert value is not None
+    return value / taps.total if taps.total is not None else value
 
 
 def _resize_body(a: Attrs, ts: list[Tensor], i: tuple[Expr, ...]) -> Expr:
@@ -188,36 +224,29 @@ def _resize_body(a: Attrs, ts: list[Tensor], i: tuple[Expr, ...]) -> Expr:
     plan = resize_plan(a, shape_of(x))
     coordinate_mode, mode = a["coordinate_transformation_mode"], a["mode"]
     inside: list[Expr] = []     # tf_crop_and_resize: points outside the input extrapolate
-    per_axis: list[list[tuple[Expr, Expr | None]]] = []
-    for o, p in zip(i, plan):
+    per_axis: list[Taps] = []
+    lets: Bindings = []
+    for axis, (o, p) in enumerate(zip(i, plan)):
         if p.identity(coordinate_mode):
-            per_axis.append([(o, None)])
+            per_axis.append(Taps([o]))
             continue
         c = source_coordinate(coordinate_mode, o, p)
         if coordinate_mode == "tf_crop_and_resize":
+            c = bind(lets, c, f"x{axis}")
             inside += [c >= 0.0, c <= float(p.in_dim - 1)]
         if mode == "nearest":
-            per_axis.append([(_nearest_index(a, c, p), None)])
+            per_axis.append(Taps([_nearest_index(a, c, p)]))
         else:
-            per_axis.append(list(_taps(a, mode, c, p)))
+            per_axis.append(_taps(a, mode, c, p, lets, axis))
     if mode == "nearest":
-        value = x[tuple(taps[0][0] for taps in per_axis)]
+        value = x[tuple(taps.indices[0] for taps in per_axis)]
     else:
-        terms = []
-        for combo in itertools.product(*per_axis):
-            weight: Expr | None = None
-            for _, w in combo:
-                if w is not None:
-                    weight = w if weight is None else weight * w
-            load = x[tuple(index for index, _ in combo)].astype("float32")
-            terms.append(load if weight is None else load * weight)
-        total = terms[0]
-        for term in terms[1:]:
-            total = total + term
-        value = total.astype(x.dtype)
+        value = _interpolate(x, per_axis).astype(x.dtype)
     if inside:
         fill = te.const(float(a["extrapolation_value"]), "float32").astype(x.dtype)
         value = te.if_then_else(te.all(*inside), value, fill)
+    for var, bound in reversed(lets):
+        value = tir.Let(var, bound, value)
     return value
 
 

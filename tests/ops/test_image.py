@@ -131,3 +131,31 @@ def test_space_to_depth_and_errors():
         run_op("SpaceToDepth", [rand(1, 6, 3, 2)], {"blocksize": 2})
     with pytest.raises(UnsupportedOpError, match="mode 'XYZ'"):
         run_op("DepthToSpace", [rand(1, 8, 2, 2)], {"blocksize": 2, "mode": "XYZ"})
+
+
+def test_resize_parallel_size():
+    x = rand(1, 3, 48, 40)
+    resize(x, {"mode": "linear"}, scales=f32(1, 1, 2, 2))
+    resize(x, {"mode": "nearest"}, sizes=(1, 3, 100, 90))
+
+
+def test_resize_fused_epilogue_reads_twice():
+    """Resize inlined twice into a fused Add keeps its shared coordinates (Let) correct."""
+    from ember.graph.ir import Node, Value, tensor_type
+    from ember.ops.kernel import build_group
+    from ember.ops.registry import get_op
+    from tests.ops.onnx_ref import onnx_run
+
+    x = rand(1, 2, 5, 6)
+    base = {"mode": "cubic", "exclude_outside": 1}
+    attrs = get_op("Resize").complete_attrs({**base, "scales": (1, 1, 2.0, 1.5)})
+    xv = Value("x", tensor_type(x.shape, "float32"))
+    (out_type,) = get_op("Resize").infer(attrs, [xv.type])
+    yv, zv = Value("y", out_type), Value("z", out_type)
+    nodes = [Node("Resize", "r", (xv,), (yv,), attrs), Node("Add", "a", (yv, yv), (zv,), {})]
+    module = build_group("resize_add", nodes, [xv], [zv])
+    z = np.zeros(out_type.shape, "float32")
+    module(x, z)
+    (ref,) = onnx_run("Resize", [x], base, const_inputs={1: None, 2: f32(1, 1, 2.0, 1.5)},
+                      opset=19)
+    np.testing.assert_allclose(z, 2 * ref, rtol=1e-5, atol=1e-5)
