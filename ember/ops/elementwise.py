@@ -394,7 +394,7 @@ _UNARY: list[OpDef] = [
     unary("Cos", te.cos, FLOATS, inputs=("input",)),
     unary("Tan", lambda x: te.sin(x) / te.cos(x), FLOATS, inputs=("input",)),
     unary("Identity", lambda x: x, ANY, inputs=("input",)),
-    unary("IsNaN", lambda x: x != x, FLOATS, out_dtype="bool"),
+    unary("IsNaN", lambda x: x != x, FLOATS, out_dtype="bool"),  # noqa: PLR0124
     unary("IsInf", _is_inf, FLOATS, {"detect_negative": 1, "detect_positive": 1},
           out_dtype="bool"),
     unary("Not", lambda x: Not(x), "b"),

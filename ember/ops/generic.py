@@ -162,9 +162,8 @@ def schedule_reduction_stage(stage: Stage, target: Target, dtype: str = "float32
     lanes = vector_lanes(target, dtype)
     axes = list(op.axis)
     big = parallel and _big(stage)  # before rfactor shortens the reduction
-    single = len(op.body) == 1
-    if layout == "inner" and k is not None and single and lanes > 1 and _extent(k) >= 2 * lanes:
-        ko, ki = stage.split(k, lanes)
+    if layout == "inner" and k is not None and lanes > 1 and _extent(k) >= 2 * lanes:
+        _, ki = stage.split(k, lanes)
         factored = s.rfactor(op.output(0), ki)
         rf = s[factored]
         rf_op = rf.op
@@ -246,7 +245,7 @@ def _schedule_epilogue(s: Schedule, stage: Stage, body: tuple[Expr, ...],
             _, vi = stage.split(inner[-1], lanes)
             stage.vectorize(vi)
     elif (lanes > 1 and all(layouts[r] == "outer" for r in direct)
-          and _extent(axes[-1]) % lanes == 0):  # one vector of columns per step
+          and _extent(axes[-1]) >= lanes):  # one vector of columns per step
         lo, li = stage.split(axes[-1], lanes)
         stage.vectorize(li)
         outer = stage.fuse(*axes[:-1], lo) if len(axes) > 1 else lo
