@@ -386,15 +386,15 @@ def _transpose_geometry(attrs: Attrs, xs: Sequence[int], ws: Sequence[int]
             if total < 0:
                 raise ShapeError(f"output_shape {tuple(output_shape)} is larger than the full "
                                  f"transposed convolution {tuple(full)}")
-            # onnxruntime: SAME_UPPER puts the extra padding at the beginning
+            # SAME_UPPER puts the odd unit of padding at the end, otherwise at the beginning
             big, small = total - total // 2, total // 2
-            pads.append((big, small) if auto == "SAME_UPPER" else (small, big))
+            pads.append((small, big) if auto == "SAME_UPPER" else (big, small))
     elif auto in ("SAME_UPPER", "SAME_LOWER"):
         pads = []
         for i in range(nsp):
             total = max(0, full[i] - xs[2 + i] * strides[i])
             big, small = total - total // 2, total // 2
-            pads.append((big, small) if auto == "SAME_UPPER" else (small, big))
+            pads.append((small, big) if auto == "SAME_UPPER" else (big, small))
     elif auto == "VALID":
         pads = [(0, 0)] * nsp
     else:

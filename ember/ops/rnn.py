@@ -17,7 +17,7 @@ from ember.ops.conv import extent, pick_tile, shape_of
 from ember.ops.generic import schedule_flat
 from ember.ops.registry import Attrs, OpDef, Pattern
 from ember.target import Target
-from ember.te.schedule import Schedule
+from ember.te.schedule import Schedule, Stage
 from ember.te.tensor import ComputeOp, Tensor
 from ember.tir.expr import Expr
 
@@ -340,7 +340,18 @@ def _compute(kind: str) -> Callable[[Attrs, Sequence[Tensor | None]], list[Tenso
 
 
 # -- schedule -------------------------------------------------------------------------------
+RECURRENT_PARALLEL_MIN = 1 << 16   # multiply-adds per step worth waking the thread pool
 _KEEP = ("RNN.init", "LSTM.cell", "GRU.cell", "LSTM.pack", "GRU.pack", "GRU.reset", "LSTM.input_bias", "GRU.input_bias")
+
+
+def _schedule_transpose(stage: Stage, block: int = 16) -> None:
+    """w_t[k, g, j] = W[g * H + j, k] in 16 x 16 blocks: reads stay within cache lines."""
+    k, g, j = stage.op.axis  # type: ignore[attr-defined]
+    ko, ki = stage.split(k, pick_tile(extent(k), block))
+    jo, ji = stage.split(j, pick_tile(extent(j), block))
+    stage.reorder(g, ko, jo, ki, ji)
+    stage.vectorize(ji)
+    stage.parallel(stage.fuse(g, ko))
 
 
 def schedule_rnn(outs: Sequence[Tensor], target: Target, gate_tile: int = 32) -> Schedule:
@@ -357,7 +368,9 @@ def schedule_rnn(outs: Sequence[Tensor], target: Target, gate_tile: int = 32) ->
         if not isinstance(op, ComputeOp) or stage.attach.value == "inline":
             continue
         tag = op.tag
-        if tag.endswith(".pack") or tag.endswith(".input_bias"):
+        if tag.endswith(".pack"):
+            _schedule_transpose(stage)
+        elif tag.endswith(".input_bias"):
             schedule_flat(stage, target, str(op.outputs[0].dtype))
         elif tag.endswith(".input"):
             t, b, g, j = op.axis
@@ -375,6 +388,11 @@ def schedule_rnn(outs: Sequence[Tensor], target: Target, gate_tile: int = 32) ->
             else:
                 stage.reorder(*lead, jo, *op.reduce_axis, ji)
             stage.vectorize(ji)
+            work = extent(j) * extent(op.reduce_axis[0]) * (extent(lead[-1]) if len(lead) == 3
+                                                             else 1)
+            if work >= RECURRENT_PARALLEL_MIN and extent(jo) > 1:
+                # each thread keeps its slice of the recurrent weights in its own cache
+                stage.parallel(jo)
         elif tag.endswith(".cell") or tag.endswith(".reset"):
             j = op.axis[-1]
             jo, ji = stage.split(j, pick_tile(extent(j), 16))

@@ -1,0 +1,163 @@
+"""Conv, ConvTranspose and pooling ops against onnxruntime; fused epilogues; error paths."""
+
+import numpy as np
+import pytest
+
+from ember.errors import ShapeError, UnsupportedOpError
+from ember.graph.ir import GraphBuilder
+from ember.ops.kernel import build_group, run_op
+from onnx_ref import check_op, onnx_run
+
+RNG = np.random.default_rng(7)
+
+
+def rand(*shape: int) -> np.ndarray:
+    return RNG.standard_normal(shape).astype("float32")
+
+
+CONV_CASES = [
+    # (x shape, w shape, with bias, attrs)
+    ((2, 16, 9, 10), (32, 16, 3, 3), True, {"pads": [1, 1, 1, 1]}),
+    ((1, 16, 11, 9), (16, 16, 3, 3), False, {"strides": [2, 2], "dilations": [2, 1]}),
+    ((1, 32, 8, 8), (32, 16, 1, 1), True, {"group": 2}),
+    ((1, 8, 9, 10), (8, 1, 3, 3), True, {"group": 8, "auto_pad": "SAME_UPPER",
+                                         "strides": [2, 2]}),
+    ((1, 8, 10, 9), (16, 1, 3, 3), False, {"group": 8, "auto_pad": "SAME_LOWER",
+                                           "strides": [2, 1]}),
+    ((1, 3, 12, 12), (6, 3, 5, 5), True, {"auto_pad": "VALID", "strides": [3, 2]}),
+    ((1, 4, 7, 7), (8, 4, 3, 3), False, {"pads": [0, 2, 1, 0], "kernel_shape": [3, 3]}),
+    ((2, 6, 9), (4, 3, 3), True, {"group": 2, "pads": [2, 1]}),
+    ((1, 4, 5, 6, 5), (16, 4, 3, 2, 3), False, {"pads": [1, 0, 1, 1, 1, 0]}),
+]
+
+
+@pytest.mark.parametrize("xs, ws, bias, attrs", CONV_CASES)
+def test_conv_matches_onnxruntime(xs, ws, bias, attrs):
+    inputs = [rand(*xs), rand(*ws)] + ([rand(ws[0])] if bias else [])
+    check_op("Conv", inputs, attrs, rtol=1e-4, atol=1e-4)
+
+
+CONV_TRANSPOSE_CASES = [
+    ((1, 4, 5, 6), (4, 6, 3, 3), True, {"strides": [2, 2], "pads": [1, 1, 1, 1],
+                                        "output_padding": [1, 1]}),
+    ((1, 4, 5, 6), (4, 3, 3, 3), False, {"group": 2, "dilations": [2, 2]}),
+    ((1, 4, 5, 5), (4, 16, 2, 2), False, {"strides": [2, 2], "output_shape": [9, 10]}),
+    ((1, 4, 5, 5), (4, 2, 3, 3), False, {"strides": [2, 2], "auto_pad": "SAME_UPPER"}),
+    ((2, 3, 7), (3, 2, 4), True, {"strides": [3], "pads": [1, 2]}),
+]
+
+
+@pytest.mark.parametrize("xs, ws, bias, attrs", CONV_TRANSPOSE_CASES)
+def test_conv_transpose_matches_onnxruntime(xs, ws, bias, attrs):
+    inputs = [rand(*xs), rand(*ws)] + ([rand(ws[1] * attrs.get("group", 1))] if bias else [])
+    check_op("ConvTranspose", inputs, attrs, rtol=1e-4, atol=1e-4)
+
+
+POOL_CASES = [
+    ("MaxPool", {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}, 2),
+    ("MaxPool", {"kernel_shape": [3, 2], "strides": [2, 2], "ceil_mode": 1}, 2),
+    ("MaxPool", {"kernel_shape": [2, 2], "dilations": [2, 2], "storage_order": 1}, 2),
+    ("MaxPool", {"kernel_shape": [3, 3], "auto_pad": "SAME_UPPER", "strides": [2, 2]}, 1),
+    ("AveragePool", {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}, 1),
+    ("AveragePool", {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1],
+                     "count_include_pad": 1, "ceil_mode": 1}, 1),
+    ("AveragePool", {"kernel_shape": [2, 3], "strides": [2, 2], "ceil_mode": 1}, 1),
+    ("AveragePool", {"kernel_shape": [3, 3], "auto_pad": "SAME_LOWER"}, 1),
+    ("LpPool", {"kernel_shape": [2, 2], "strides": [2, 2]}, 1),
+    ("LpPool", {"kernel_shape": [3, 3], "p": 3, "pads": [1, 1, 1, 1]}, 1),
+]
+
+
+@pytest.mark.parametrize("op, attrs, outputs", POOL_CASES)
+def test_pool_matches_onnxruntime(op, attrs, outputs):
+    check_op(op, [rand(2, 5, 9, 10)], attrs, num_outputs=outputs, rtol=1e-5, atol=1e-5)
+
+
+def test_pool_1d_and_global_pools():
+    x1 = rand(2, 3, 11)
+    check_op("MaxPool", [x1], {"kernel_shape": [3], "strides": [2], "pads": [1, 1]})
+    check_op("AveragePool", [x1], {"kernel_shape": [4], "strides": [3]})
+    x = rand(2, 6, 5, 7)
+    check_op("GlobalAveragePool", [x], {})
+    check_op("GlobalMaxPool", [x], {})
+
+
+def test_conv_bias_relu_residual_fused_into_one_kernel():
+    """Conv -> Add(bias) -> Relu -> Add(residual) compiled as one group."""
+    x, w = rand(1, 16, 10, 12), rand(32, 16, 3, 3) * 0.2
+    bias, res = rand(32, 1, 1), rand(1, 32, 10, 12)
+    b = GraphBuilder("block")
+    xv, rv = b.input("x", x.shape, "float32"), b.input("res", res.shape, "float32")
+    wv, bv = b.constant("w", w), b.constant("bias", bias)
+    (y,) = b.add("Conv", [xv, wv], {"pads": [1, 1, 1, 1]})
+    (y,) = b.add("Add", [y, bv])
+    (y,) = b.add("Relu", [y])
+    (y,) = b.add("Add", [y, rv])
+    g = b.finish([y])
+    module = build_group("block", g.nodes, [xv, wv, bv, rv], [y])
+    out = np.zeros(y.type.shape, "float32")
+    module(x, w, bias, res, out)
+    (conv,) = onnx_run("Conv", [x, w], {"pads": [1, 1, 1, 1]})
+    np.testing.assert_allclose(out, np.maximum(conv + bias, 0) + res, rtol=1e-4, atol=1e-4)
+
+
+def test_depthwise_conv_with_epilogue():
+    x, w = rand(1, 8, 9, 9), rand(8, 1, 3, 3)
+    b = GraphBuilder("dw")
+    xv, wv = b.input("x", x.shape, "float32"), b.constant("w", w)
+    (y,) = b.add("Conv", [xv, wv], {"group": 8, "pads": [1, 1, 1, 1], "strides": [2, 2]})
+    (y,) = b.add("Relu", [y])
+    g = b.finish([y])
+    module = build_group("dw", g.nodes, [xv, wv], [y])
+    out = np.zeros(y.type.shape, "float32")
+    module(x, w, out)
+    (ref,) = onnx_run("Conv", [x, w], {"group": 8, "pads": [1, 1, 1, 1], "strides": [2, 2]})
+    np.testing.assert_allclose(out, np.maximum(ref, 0), rtol=1e-4, atol=1e-4)
+
+
+def test_conv_schedule_knob_keeps_numbers():
+    from ember import te
+    from ember.build import build
+    from ember.ops.conv import OPS, schedule_conv
+    from ember.target import Target
+
+    x, w = rand(1, 8, 6, 12), rand(16, 8, 3, 3)
+    X = te.placeholder(x.shape, "float32", name="X")
+    W = te.placeholder(w.shape, "float32", name="W")
+    (out,) = OPS["Conv"].compute(OPS["Conv"].complete_attrs({"pads": [1, 1, 1, 1]}), [X, W])
+    (ref,) = run_op("Conv", [x, w], {"pads": [1, 1, 1, 1]})
+    for tile in (3, 5):  # 5 does not divide the width: tails
+        module = build(schedule_conv([out], Target("llvm"), ow_tile=tile), [X, W, out])
+        got = np.zeros(ref.shape, "float32")
+        module(x, w, got)
+        np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
+
+
+def test_conv_shape_errors_name_the_node():
+    b = GraphBuilder("bad")
+    x = b.input("x", (1, 8, 5, 5), "float32")
+    w = b.constant("w", rand(4, 3, 3, 3))
+    with pytest.raises(ShapeError, match=r"node 'conv' \(Conv\).*8 channels.*expects 3"):
+        b.add("Conv", [x, w])
+    w2 = b.constant("w2", rand(6, 2, 3, 3))
+    with pytest.raises(ShapeError, match=r"node 'conv_1' \(Conv\): group=3 must divide"):
+        b.add("Conv", [x, w2], {"group": 3})
+    w3 = b.constant("w3", rand(4, 8, 7, 7))
+    with pytest.raises(ShapeError, match="smaller than the dilated kernel"):
+        b.add("Conv", [x, w3])
+    with pytest.raises(ShapeError, match="bias B has shape"):
+        b.add("Conv", [x, b.constant("w4", rand(4, 8, 3, 3)), b.constant("bias", rand(5))])
+
+
+def test_unsupported_attribute_values():
+    b = GraphBuilder("bad")
+    x = b.input("x", (1, 8, 5, 5), "float32")
+    w = b.constant("w", rand(4, 8, 3, 3))
+    with pytest.raises(UnsupportedOpError, match="auto_pad='SAME'"):
+        b.add("Conv", [x, w], {"auto_pad": "SAME"})
+    with pytest.raises(UnsupportedOpError, match="storage_order=2"):
+        b.add("MaxPool", [x], {"kernel_shape": [2, 2], "storage_order": 2})
+    with pytest.raises(UnsupportedOpError, match="required attribute 'kernel_shape'"):
+        b.add("AveragePool", [x])
+    with pytest.raises(ShapeError, match="kernel_shape"):
+        b.add("MaxPool", [x], {"kernel_shape": [2]})
