@@ -74,7 +74,8 @@ class Value:
 
 def constant(name: str, array: np.ndarray) -> Value:
     """A constant Value holding `array` (made C-contiguous and read-only)."""
-    data = np.ascontiguousarray(array)
+    # np.ascontiguousarray would turn a 0-d array into shape (1,)
+    data = np.array(array, order="C", copy=True)
     data.setflags(write=False)
     return Value(name, tensor_type(data.shape, data.dtype), data)
 
