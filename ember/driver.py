@@ -23,7 +23,7 @@ from ember.errors import ArgumentError, EmberError
 from ember.graph.ir import Graph, Value
 from ember.runtime.groups import FusedGroup, fused_groups, optimize, plan, without_weights
 from ember.runtime.cache import KernelCache, cache_key
-from ember.runtime.executor import ALIGN, CompiledModel
+from ember.runtime.executor import ALIGN, CompiledModel, aligned_bytes
 from ember.runtime.plan import ExecPlan, KernelCall, Slot, TensorSpec
 from ember.target import Target
 from ember.tir.function import PrimFunc
@@ -188,10 +188,14 @@ def _pack_constants(groups: Sequence[FusedGroup]) -> tuple[dict[Value, int], np.
             if v.is_constant and v not in offsets:
                 offsets[v] = size
                 size += -(-v.type.nbytes // ALIGN) * ALIGN
-    blob = np.zeros(max(1, size), np.uint8)
+    blob = aligned_bytes(size, zero=False)
+    end = 0
     for v, offset in offsets.items():
         data = np.ascontiguousarray(v.data).reshape(-1).view(np.uint8)
+        blob[end:offset] = 0  # padding: saved models stay byte-for-byte reproducible
         blob[offset:offset + data.size] = data
+        end = offset + data.size
+    blob[end:] = 0
     return offsets, blob
 
 

@@ -25,9 +25,10 @@ from ember.runtime.plan import ExecPlan, Slot
 ALIGN = 64
 
 
-def aligned_bytes(size: int) -> np.ndarray:
-    """A zeroed uint8 array of `size` bytes (at least 1) whose data is 64-byte aligned."""
-    raw = np.zeros(max(1, size) + ALIGN, np.uint8)
+def aligned_bytes(size: int, zero: bool = True) -> np.ndarray:
+    """A uint8 array of `size` bytes (at least 1, zeroed unless `zero` is False) whose data
+    is 64-byte aligned."""
+    raw = (np.zeros if zero else np.empty)(max(1, size) + ALIGN, np.uint8)
     start = (-raw.ctypes.data) % ALIGN
     return raw[start:start + max(1, size)]
 
@@ -87,9 +88,12 @@ class CompiledModel:
         self.stats = dict(stats or {})
         self.memory_plan: Any = None  # the graph memory plan, when compiled in this process
         self._workspace = aligned_bytes(plan.workspace_bytes)
-        self._constants = aligned_bytes(plan.constant_bytes)
-        self._constants[:plan.constant_bytes] = constants.view(np.uint8).reshape(-1)[
-            :plan.constant_bytes]
+        flat = constants.view(np.uint8).reshape(-1)
+        if flat.ctypes.data % ALIGN == 0:  # use it as is (a view; no 100 MB copies)
+            self._constants = flat[:max(1, plan.constant_bytes)]
+        else:
+            self._constants = aligned_bytes(plan.constant_bytes, zero=False)
+            self._constants[:plan.constant_bytes] = flat[:plan.constant_bytes]
         self._constants.setflags(write=False)
         self._lock = threading.Lock()
         self._linked: LinkedModel = link(plan, self.objects, target)
