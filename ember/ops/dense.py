@@ -177,7 +177,8 @@ def _infer_gemm(attrs: Attrs, inputs: Sequence[TensorType | None]) -> list[Tenso
     if a.dtype != b.dtype:
         raise ShapeError(f"A and B types differ: {a.dtype} and {b.dtype}")
     m, n = _gemm_dims(attrs, a.shape, b.shape)
-    if c is not None and broadcast_shape(c.shape, (m, n)) != (m, n):
+    if c is not None and (len(c.shape) > 2 or any(
+            d not in (1, full) for d, full in zip(c.shape[::-1], (n, m)))):
         raise ShapeError(f"C {c.shape} does not broadcast to the output [{m}, {n}]")
     return [TensorType((m, n), a.dtype)]
 
@@ -192,7 +193,8 @@ def _compute_gemm(attrs: Attrs, inputs: Sequence[Tensor | None]) -> list[Tensor]
     def epilogue(value: Expr, idx: Sequence[Expr]) -> Expr:
         if alpha != 1.0:
             value = value * te.const(alpha, value.dtype)
-        if c is not None and beta != 0.0:
+        if c is not None:
+            # beta == 0 still reads C (times 0) so that C stays an argument of the kernel
             ci = [te.const(0) if d == 1 else idx[2 - len(c_s) + i] for i, d in enumerate(c_s)]
             term = c[tuple(ci)]
             value = value + (term if beta == 1.0 else term * te.const(beta, value.dtype))
