@@ -18,13 +18,13 @@ Conventions shared by every op here:
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
 from ember import dtype as dt
-from ember import te
-from ember import tir
+from ember import te, tir
 from ember.dtype import DType
 from ember.errors import ShapeError, UnsupportedOpError
 from ember.graph.ir import TensorType
@@ -120,12 +120,25 @@ def flat_index(index: Sequence[Expr], shape: Shape) -> Expr:
 
 
 def unflat_index(flat: Expr, shape: Shape) -> list[Expr]:
+    """Row-major index of element `flat` (0 <= flat < size) in `shape`.
+
+    Dimension k is written (flat // s_k) - (flat // s_{k-1}) * d_k rather than
+    flat // s_k % d_k: the same value, but the flattened address sum telescopes back to
+    `flat`, so the simplifier turns a reshape's read into a contiguous one.
+    """
     out: list[Expr] = []
-    stride = 1
-    for d in reversed(shape):
-        out.append(flat // stride % d if d > 1 else te.const(0))
-        stride *= d
-    return list(reversed(out))
+    stride = math.prod(shape)
+    for d in shape:
+        outer = stride
+        stride //= d if d else 1
+        if d == 1:
+            out.append(te.const(0))
+        elif outer == math.prod(shape):
+            out.append(flat // stride if stride > 1 else flat)
+        else:
+            quotient = flat // stride if stride > 1 else flat
+            out.append(quotient - flat // outer * d)
+    return out
 
 
 def reshape_index(index: Sequence[Expr], out_shape: Shape, in_shape: Shape) -> list[Expr]:
@@ -285,13 +298,20 @@ def _concat_body(a: Attrs, ts: list[Tensor], i: tuple[Expr, ...]) -> Expr:
             parts.append((t, offset, size))
         offset += size
 
-    def load(t: Tensor, off: int) -> Expr:
-        return t[tuple(x - off if k == axis else x for k, x in enumerate(i))]
+    # Along an outer axis a few inputs are cheapest read unconditionally at a clamped
+    # position and selected (plain vector loads); otherwise read only the chosen input.
+    clamp = axis < len(i) - 1 and len(parts) <= 4
 
-    t, off, _ = parts[-1]
-    value = load(t, off)
+    def load(t: Tensor, off: int, size: int) -> Expr:
+        pos = te.max(te.min(i[axis] - off, size - 1), 0) if clamp else i[axis] - off
+        return t[tuple(pos if k == axis else x for k, x in enumerate(i))]
+
+    t, off, size = parts[-1]
+    value = load(t, off, size)
     for t, off, size in reversed(parts[:-1]):
-        value = te.if_then_else(i[axis] < off + size, load(t, off), value)
+        take = i[axis] < off + size
+        first = load(t, off, size)
+        value = tir.Select(take, first, value) if clamp else te.if_then_else(take, first, value)
     return keep_inputs(value, [t for t in ts if shape_of(t)[axis] == 0])
 
 

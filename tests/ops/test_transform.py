@@ -70,10 +70,12 @@ def test_transpose_bad_perm():
         run_op("Transpose", [rand(2, 3, 4)], {"perm": (0, 0, 1)})
 
 
-@pytest.mark.parametrize("axis", [1, -1])
+@pytest.mark.parametrize("axis", [0, 1, -1])
 def test_concat(axis):
-    xs = [rand(2, 3, 4), rand(2, 3, 1), rand(2, 3, 0), rand(2, 3, 5)] if axis == -1 else \
-        [rand(2, 1, 4), rand(2, 3, 4)]
+    # outer axis with 2 inputs: clamped reads + select; many or innermost: guarded reads
+    xs = {-1: [rand(2, 3, 4), rand(2, 3, 1), rand(2, 3, 0), rand(2, 3, 5)],
+          1: [rand(2, 1, 4), rand(2, 3, 4)],
+          0: [rand(k % 3 + 1, 3, 4, dtype="int64") for k in range(6)]}[axis]
     check_op("Concat", xs, {"axis": axis})
 
 
@@ -275,3 +277,17 @@ def test_split_infers_several_outputs():
     attrs = split.complete_attrs({"num_outputs": 4})
     outs = split.infer(attrs, [tensor_type((10, 2), "float32")])
     assert [t.shape for t in outs] == [(3, 2), (3, 2), (3, 2), (1, 2)]
+
+
+def test_parallel_sizes():
+    """Shapes above the parallel threshold take the parallel, vectorized schedule."""
+    x = rand(16, 40, 48)
+    check_op("Transpose", [x], {"perm": (2, 0, 1)})
+    check_op("Concat", [x, rand(16, 40, 9)], {"axis": 2})
+    check_op("Pad", [x], {"mode": "reflect"}, const_inputs={1: i64(0, 3, 5, 0, 2, 7)},
+             attr_names={1: "pads"})
+    check_op("Slice", [x], const_inputs={1: i64(-1, 1), 2: i64(-100, 47), 3: i64(1, 2),
+                                          4: i64(-1, 2)},
+             attr_names={1: "starts", 2: "ends", 3: "axes", 4: "steps"})
+    check_op("Gather", [x, rng.integers(-40, 40, (30,)).astype("int64")], {"axis": 1})
+    check_op("Reshape", [x], const_inputs={1: i64(8, -1, 96)}, attr_names={1: "shape"})
