@@ -61,6 +61,7 @@ def _activation(name: str, alpha: float | None, beta: float | None) -> Act:
     raise UnsupportedOpError(f"activation '{name}' is not supported")
 
 
+_DEFAULT_ACTS = {"LSTM": ("Sigmoid", "Tanh", "Tanh"), "GRU": ("Sigmoid", "Tanh")}
 _USES_ALPHA = {"leakyrelu", "hardsigmoid", "thresholdedrelu", "scaledtanh", "affine", "elu"}
 _USES_BETA = {"hardsigmoid", "scaledtanh", "affine"}
 
@@ -138,7 +139,9 @@ def _infer(kind: str) -> Callable[[Attrs, Sequence[TensorType | None]], list[Ten
         assert x is not None
         if not x.dtype.is_float:
             raise ShapeError(f"input X must be a float tensor, got {x.dtype}")
-        return _Spec(kind, attrs, inputs).outputs(x.dtype)
+        spec = _Spec(kind, attrs, inputs)
+        _activations(attrs, _DEFAULT_ACTS[kind], spec.dirs)  # reject unknown names early
+        return spec.outputs(x.dtype)
 
     return infer
 
@@ -294,8 +297,7 @@ def _compute(kind: str) -> Callable[[Attrs, Sequence[Tensor | None]], list[Tenso
         assert x is not None
         types = [None if t is None else TensorType(shape_of(t), t.dtype) for t in inputs]
         spec = _Spec(kind, attrs, types)
-        defaults = ("Sigmoid", "Tanh", "Tanh") if kind == "LSTM" else ("Sigmoid", "Tanh")
-        acts = _activations(attrs, defaults, spec.dirs)
+        acts = _activations(attrs, _DEFAULT_ACTS[kind], spec.dirs)
         results = [_direction(spec, d, inputs, acts[d], attrs) for d in range(spec.dirs)]
         lens = inputs[4] if len(inputs) > 4 else None
         T, B, D, H = spec.steps, spec.batch, spec.dirs, spec.hidden

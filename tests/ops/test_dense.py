@@ -2,11 +2,11 @@
 
 import numpy as np
 import pytest
-from tests.ops.onnx_ref import check_op
 
 from ember.errors import ShapeError, UnsupportedOpError
 from ember.graph.ir import GraphBuilder
 from ember.ops.kernel import build_group
+from tests.ops.onnx_ref import check_op
 
 RNG = np.random.default_rng(11)
 

@@ -6,7 +6,7 @@ import pytest
 from ember.errors import ShapeError, UnsupportedOpError
 from ember.graph.ir import GraphBuilder
 from ember.ops.kernel import build_group, run_op
-from onnx_ref import check_op, onnx_run
+from tests.ops.onnx_ref import check_op, onnx_run
 
 RNG = np.random.default_rng(7)
 

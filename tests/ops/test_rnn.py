@@ -1,0 +1,93 @@
+"""LSTM and GRU against onnxruntime over directions, optional inputs and attributes."""
+
+import numpy as np
+import pytest
+
+from ember.errors import ShapeError, UnsupportedOpError
+from ember.graph.ir import GraphBuilder
+from tests.ops.onnx_ref import check_op, ember_run, onnx_run
+
+RNG = np.random.default_rng(5)
+T, B, I, H = 5, 2, 6, 8
+TOL = {"rtol": 1e-4, "atol": 1e-5}
+
+
+def rand(*shape: int) -> np.ndarray:
+    return (RNG.standard_normal(shape) * 0.5).astype("float32")
+
+
+def lstm_inputs(dirs: int, bias=True, lens=None, init=False, peep=False):
+    inputs = [rand(T, B, I), rand(dirs, 4 * H, I), rand(dirs, 4 * H, H),
+              rand(dirs, 8 * H) if bias else None, lens,
+              rand(dirs, B, H) if init else None, rand(dirs, B, H) if init else None,
+              rand(dirs, 3 * H) if peep else None]
+    while inputs[-1] is None:
+        inputs.pop()
+    return inputs
+
+
+def gru_inputs(dirs: int, bias=True, lens=None, init=False):
+    inputs = [rand(T, B, I), rand(dirs, 3 * H, I), rand(dirs, 3 * H, H),
+              rand(dirs, 6 * H) if bias else None, lens, rand(dirs, B, H) if init else None]
+    while inputs[-1] is None:
+        inputs.pop()
+    return inputs
+
+
+LENS = np.array([5, 3], "int32")
+
+
+@pytest.mark.parametrize("direction, kwargs, attrs", [
+    ("forward", {}, {}),
+    ("reverse", {"bias": False}, {}),
+    ("bidirectional", {"init": True, "peep": True}, {}),
+    ("bidirectional", {"lens": LENS}, {}),
+    ("forward", {"init": True}, {"clip": 0.7, "input_forget": 1}),
+    ("forward", {}, {"activations": ["HardSigmoid", "Relu", "Tanh"],
+                     "activation_alpha": [0.3], "activation_beta": [0.4]}),
+])
+def test_lstm_matches_onnxruntime(direction, kwargs, attrs):
+    dirs = 2 if direction == "bidirectional" else 1
+    check_op("LSTM", lstm_inputs(dirs, **kwargs),
+             {"hidden_size": H, "direction": direction, **attrs}, num_outputs=3, **TOL)
+
+
+@pytest.mark.parametrize("direction, kwargs, attrs", [
+    ("forward", {}, {}),
+    ("reverse", {"init": True}, {"linear_before_reset": 1}),
+    ("bidirectional", {"lens": LENS}, {"clip": 0.5}),
+    ("bidirectional", {"bias": False}, {"linear_before_reset": 1}),
+])
+def test_gru_matches_onnxruntime(direction, kwargs, attrs):
+    dirs = 2 if direction == "bidirectional" else 1
+    check_op("GRU", gru_inputs(dirs, **kwargs),
+             {"hidden_size": H, "direction": direction, **attrs}, num_outputs=2, **TOL)
+
+
+def test_batch_major_layout_matches_sequence_major():
+    """layout=1 (onnxruntime lacks it): same numbers as layout 0 with transposed tensors."""
+    x, w, r, bias = rand(T, B, I), rand(2, 4 * H, I), rand(2, 4 * H, H), rand(2, 8 * H)
+    h0, c0 = rand(2, B, H), rand(2, B, H)
+    attrs = {"hidden_size": H, "direction": "bidirectional"}
+    y, yh, yc = onnx_run("LSTM", [x, w, r, bias, None, h0, c0], attrs, num_outputs=3)
+    got = ember_run("LSTM", [x.transpose(1, 0, 2), w, r, bias, None, h0.transpose(1, 0, 2),
+                             c0.transpose(1, 0, 2)], {**attrs, "layout": 1})
+    np.testing.assert_allclose(got[0], y.transpose(2, 0, 1, 3), **TOL)
+    np.testing.assert_allclose(got[1], yh.transpose(1, 0, 2), **TOL)
+    np.testing.assert_allclose(got[2], yc.transpose(1, 0, 2), **TOL)
+
+
+def test_rnn_errors():
+    b = GraphBuilder("bad")
+    x = b.input("x", (T, B, I), "float32")
+    w, r = b.constant("w", rand(1, 4 * H, I)), b.constant("r", rand(1, 4 * H, H))
+    with pytest.raises(UnsupportedOpError, match="direction='sideways'"):
+        b.add("LSTM", [x, w, r], {"hidden_size": H, "direction": "sideways"})
+    with pytest.raises(ShapeError, match=r"node 'lstm_1' \(LSTM\): input R has shape"):
+        b.add("LSTM", [x, w, b.constant("r2", rand(1, 4 * H, H + 1))], {"hidden_size": H})
+    with pytest.raises(ShapeError, match="input W has shape"):
+        b.add("GRU", [x, w, r], {"hidden_size": H})
+    with pytest.raises(UnsupportedOpError, match="activation 'gelu'"):
+        b.add("LSTM", [x, w, r], {"hidden_size": H, "activations": ["Gelu", "Tanh", "Tanh"]})
+    with pytest.raises(UnsupportedOpError, match="layout=2"):
+        b.add("LSTM", [x, w, r], {"hidden_size": H, "layout": 2})
