@@ -10,8 +10,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -55,7 +56,7 @@ def _onnx_model(path: str, shapes: dict[str, tuple[int, ...]] | None = None) -> 
         raise EmberError("reading ONNX models needs onnx: pip install 'ember[onnx]'") from None
     try:
         model = onnx.load(path)
-    except Exception as error:  # DecodeError and friends
+    except Exception as error:  # noqa: BLE001 (DecodeError and friends)
         raise ArgumentError(f"cannot read '{path}' as an ONNX model: {error}") from None
     if shapes:
         for value in model.graph.input:

@@ -10,27 +10,28 @@ groups with the same key compile once, and compiled objects are cached on disk k
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import time
-import multiprocessing
+from collections.abc import Mapping, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
 from ember.errors import ArgumentError, EmberError
 from ember.graph.ir import Graph, Value
-from ember.runtime.groups import FusedGroup, fused_groups, optimize, plan, without_weights
 from ember.runtime.cache import KernelCache, cache_key
 from ember.runtime.executor import ALIGN, CompiledModel, aligned_bytes
+from ember.runtime.groups import FusedGroup, fused_groups, optimize, plan, without_weights
 from ember.runtime.plan import ExecPlan, KernelCall, Slot, TensorSpec
 from ember.target import Target
 from ember.tir.function import PrimFunc
 
 PARALLEL_MIN_KERNELS = 8  # fewer kernels compile faster than worker processes start
 
-__all__ = ["compile", "import_model", "lower_group", "compile_kernel", "CompiledModel"]
+__all__ = ["CompiledModel", "compile", "compile_kernel", "import_model", "lower_group"]
 
 
 def import_model(model: Any, input_shapes: Mapping[str, Sequence[int]] | None = None
@@ -52,7 +53,7 @@ def import_model(model: Any, input_shapes: Mapping[str, Sequence[int]] | None = 
                              "pip install 'ember[onnx]'") from None
         try:
             model = onnx.load(str(path))
-        except Exception as error:  # onnx raises DecodeError, ValueError, ...
+        except Exception as error:  # noqa: BLE001 (DecodeError, ValueError, ...)
             raise ArgumentError(f"cannot read '{path}' as an ONNX model: {error}") from None
     if type(model).__name__ == "ModelProto":
         from ember.frontend.onnx import from_onnx
@@ -180,14 +181,15 @@ def compile_kernels(groups: Sequence[FusedGroup], target: Target, cache: KernelC
     return objects, stats
 
 
-def _pack_constants(groups: Sequence[FusedGroup]) -> tuple[dict[Value, int], np.ndarray]:
+def _pack_constants(graph: Graph, groups: Sequence[FusedGroup]
+                    ) -> tuple[dict[Value, int], np.ndarray]:
+    """One 64-byte aligned blob holding every constant a kernel reads or the graph returns."""
     offsets: dict[Value, int] = {}
     size = 0
-    for g in groups:
-        for v in g.outer_inputs:
-            if v.is_constant and v not in offsets:
-                offsets[v] = size
-                size += -(-v.type.nbytes // ALIGN) * ALIGN
+    for v in [*(v for g in groups for v in g.outer_inputs), *graph.outputs]:
+        if v.is_constant and v not in offsets:
+            offsets[v] = size
+            size += -(-v.type.nbytes // ALIGN) * ALIGN
     blob = aligned_bytes(size, zero=False)
     end = 0
     for v, offset in offsets.items():
@@ -227,12 +229,7 @@ def exec_plan(graph: Graph, groups: Sequence[FusedGroup], memory: Any,
                                 tuple(str(v.type.dtype) for v in values),
                                 tuple(v.type.shape for v in values), g.anchor, g.pattern,
                                 tuple(v.name for v in values), len(g.outer_inputs)))
-    sources = []
-    for v in graph.outputs:
-        if v.is_constant and v not in constant_offsets:
-            raise EmberError(f"graph output '{v.name}' is a constant no kernel reads; "
-                             "constant outputs are not supported yet")
-        sources.append(slot(v))
+    sources = [slot(v) for v in graph.outputs]
 
     def spec(v: Value) -> TensorSpec:
         return TensorSpec(v.name, v.type.shape, str(v.type.dtype))
@@ -267,7 +264,7 @@ def compile(model: Any, target: str | Target = "llvm", opt_level: int = 3,
     objects, stats = compile_kernels(groups, tgt, _kernel_cache(cache), jobs, bool(show))
     timings["kernels"] = time.perf_counter() - start - sum(timings.values())
     memory = plan(fused)
-    offsets, blob = _pack_constants(groups)
+    offsets, blob = _pack_constants(fused, groups)
     xplan = exec_plan(fused, groups, memory, offsets, blob.size)
     compiled = CompiledModel(xplan, objects, blob, str(tgt), graph=fused, stats=stats)
     timings["link"] = time.perf_counter() - start - sum(timings.values())

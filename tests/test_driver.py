@@ -204,3 +204,16 @@ def test_parallel_compile_in_worker_processes():
     arrays = [rng.standard_normal(x.type.shape).astype("float32") for x in xs]
     for i, (got, a) in enumerate(zip(model(*arrays), arrays)):
         np.testing.assert_allclose(got, np.maximum(a + i, 0), rtol=1e-6)
+
+
+def test_graph_without_kernels_and_constant_outputs():
+    b = GraphBuilder("trivial")
+    x = b.input("x", (2, 3), "float32")
+    c = b.constant("c", np.arange(6, dtype="int64").reshape(2, 3))
+    model = ember.compile(b.finish([x, c]), cache=False)
+    assert model.stats["groups"] == 0 and model.plan.calls == ()
+    a = np.ones((2, 3), "float32")
+    got_x, got_c = model(a)
+    np.testing.assert_array_equal(got_x, a)
+    np.testing.assert_array_equal(got_c, c.data)
+    assert got_x is not a

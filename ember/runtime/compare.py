@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -37,7 +38,7 @@ def ort_session(model: Any, threads: int | None = None) -> Any:
     source = model if isinstance(model, (str, bytes)) else model.SerializeToString()
     try:
         return ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
-    except Exception as error:  # onnxruntime raises its own exception types
+    except Exception as error:  # noqa: BLE001 (its own error types)
         raise EmberError(f"onnxruntime cannot load the model: {error}") from None
 
 

@@ -90,10 +90,13 @@ class ExecPlan:
         def slot(d: dict[str, Any]) -> Slot:
             return Slot(d["kind"], int(d["index"]))
 
-        calls = tuple(KernelCall(c["group"], c["symbol"], tuple(slot(a) for a in c["args"]),
-                                 tuple(c["arg_dtypes"]), tuple(tuple(a) for a in c["arg_shapes"]), c["anchor"],
-                                 c["pattern"], tuple(c.get("arg_names", ())),
-                                 int(c.get("num_inputs", 0))) for c in data["calls"])
+        def call(c: dict[str, Any]) -> KernelCall:
+            return KernelCall(c["group"], c["symbol"], tuple(slot(a) for a in c["args"]),
+                              tuple(c["arg_dtypes"]), tuple(tuple(a) for a in c["arg_shapes"]),
+                              c["anchor"], c["pattern"], tuple(c.get("arg_names", ())),
+                              int(c.get("num_inputs", 0)))
+
+        calls = tuple(call(c) for c in data["calls"])
         return ExecPlan(data["name"], tuple(spec(s) for s in data["inputs"]),
                         tuple(spec(s) for s in data["outputs"]),
                         tuple(slot(s) for s in data["output_sources"]), calls,
