@@ -1,0 +1,579 @@
+"""ONNX import: an onnx.ModelProto becomes an ember Graph, with what is constant folded away.
+
+    graph = from_onnx("resnet18.onnx", input_shapes={"input": (1, 3, 224, 224)})
+
+Nodes are imported in order. A node whose inputs are all constants is evaluated at import
+time with onnx's reference implementation, and Shape/Size read the static types, so shape
+subgraphs (Shape -> Gather -> Concat -> Reshape) disappear. Ops in ember's table convert
+generically (attributes by ONNX name; `attr_inputs` must be constants); special cases live in
+CONVERTERS; an op ember lacks but ONNX defines as a function is expanded into its body.
+Unsupported ops are collected and reported together in one UnsupportedOpError.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import ChainMap
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, MutableMapping, Sequence
+
+import numpy as np
+
+from ember.errors import ArgumentError, ModelError, ShapeError, UnsupportedOpError
+from ember.graph.ir import Graph, GraphBuilder, Value, tensor_type
+from ember.ops.registry import OpDef, all_ops
+
+try:
+    import onnx
+    from onnx import AttributeProto, FunctionProto, GraphProto, ModelProto, NodeProto
+    from onnx import helper, numpy_helper
+except ImportError as _err:  # pragma: no cover - onnx is an optional dependency
+    raise ImportError("importing ONNX models needs the onnx package: pip install onnx") from _err
+
+from ember.frontend.onnx_fold import (as_attr, attribute_value, elem_type, evaluate,
+                                      onnx_dtype, schema_defaults, schema_function,
+                                      supported_array)
+
+MIN_OPSET = 11
+MAX_FUNCTION_DEPTH = 16
+
+__all__ = ["from_onnx", "load_model", "UnsupportedModelError", "CONVERTERS", "MIN_OPSET"]
+
+
+class UnsupportedModelError(UnsupportedOpError):
+    """Every unsupported operator or attribute of a model, reported at once.
+
+    `dynamic_inputs` names the graph inputs that feed an input ember needs as a constant
+    (a Reshape's shape, ...); binding them with `constant_inputs` would make them constants."""
+
+    def __init__(self, problems: Sequence[str], dynamic_inputs: frozenset[str]) -> None:
+        self.problems = list(problems)
+        self.dynamic_inputs = dynamic_inputs
+        head = (f"the model uses {len(problems)} unsupported operators or attributes:"
+                if len(problems) > 1 else "the model uses an unsupported operator or attribute:")
+        super().__init__("\n  ".join([head, *problems]))
+
+
+_UNKNOWN: Any = Value.__new__(Value)  # a value that could not be imported (see `problems`)
+
+
+def load_model(model: ModelProto | str | bytes | os.PathLike[str]) -> ModelProto:
+    """An onnx.ModelProto from a proto, serialized bytes or a path; ModelError if unreadable."""
+    if isinstance(model, ModelProto):
+        return model
+    if isinstance(model, (bytes, bytearray, memoryview)):
+        try:
+            return onnx.load_model_from_string(bytes(model))
+        except Exception as err:  # protobuf raises DecodeError, RuntimeWarning...
+            raise ModelError(f"cannot parse {len(model)} bytes as an ONNX model: {err}") from None
+    if isinstance(model, (str, os.PathLike)):
+        path = os.fspath(model)
+        if not os.path.isfile(path):
+            raise ModelError(f"ONNX model file '{path}' does not exist")
+        try:
+            return onnx.load(path)
+        except Exception as err:
+            raise ModelError(f"cannot read '{path}' as an ONNX model: {err}") from None
+    raise ArgumentError(f"from_onnx: expected an onnx.ModelProto, bytes or a path, got "
+                        f"{type(model).__name__}")
+
+
+def from_onnx(model: ModelProto | str | bytes | os.PathLike[str],
+              input_shapes: Mapping[str, Sequence[int]] | None = None,
+              constant_inputs: Mapping[str, np.ndarray] | None = None) -> Graph:
+    """Import an ONNX model as an ember Graph.
+
+    input_shapes: static shapes for graph inputs whose dims are symbolic ("batch") or unknown.
+    constant_inputs: graph inputs whose values are fixed; they become constants (and leave
+    the graph's inputs), so nodes reading them fold or see them as attributes.
+
+        graph = from_onnx(model_proto, input_shapes={"x": (1, 3, 32, 32)})
+    """
+    proto = load_model(model)
+    _check(proto)
+    return _Importer(proto, dict(input_shapes or {}), dict(constant_inputs or {})).run()
+
+
+def _check(model: ModelProto) -> None:
+    try:
+        onnx.checker.check_model(model)
+    except onnx.checker.ValidationError as err:
+        undefined = _first_undefined_input(model.graph)
+        if undefined is not None:
+            raise undefined from None
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ModelError(f"the model fails the ONNX checker: {first}") from None
+
+
+def _first_undefined_input(graph: GraphProto) -> ModelError | None:
+    known = {v.name for v in graph.input} | {t.name for t in graph.initializer}
+    for index, node in enumerate(graph.node):
+        for name in node.input:
+            if name and name not in known:
+                label = node.name or f"{node.op_type.lower()}_{index}"
+                return ModelError(f"node '{label}' ({node.op_type}): input '{name}' is not "
+                                  "defined: no graph input, initializer or earlier node output "
+                                  "has that name (a missing initializer?)")
+        known.update(node.output)
+    return None
+
+
+@dataclass
+class NodeContext:
+    """One ONNX node being converted: its inputs resolved to Values, attributes as Python."""
+
+    node: NodeProto
+    label: str                       # node name for messages and the builder
+    opsets: Mapping[str, int]
+    values: list[Value | None]
+    env: MutableMapping[str, Value | None]
+    attrs: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def op(self) -> str:
+        return self.node.op_type
+
+    @property
+    def opset(self) -> int:
+        return self.opsets.get("", 0)
+
+
+Converter = Callable[["_Importer", NodeContext], "list[Value | None] | None"]
+
+
+class _Importer:
+    """The state of one import: the builder, names in scope, problems found so far."""
+
+    def __init__(self, model: ModelProto, input_shapes: dict[str, Sequence[int]],
+                 constant_inputs: dict[str, np.ndarray]) -> None:
+        self.model = model
+        self.input_shapes = input_shapes
+        self.constant_inputs = constant_inputs
+        self.builder = GraphBuilder(model.graph.name or "onnx_model")
+        self.functions = {(f.domain, f.name): f for f in model.functions}
+        self.problems: list[str] = []
+        self.dynamic: set[str] = set()
+        self.deps: dict[Value, frozenset[str]] = {}
+        self.depth = 0
+
+    # graph level ------------------------------------------------------------------------
+    def run(self) -> Graph:
+        graph = self.model.graph
+        opsets = self._opsets()
+        env: dict[str, Value | None] = {}
+        self._inputs(graph, env)
+        self._convert_nodes(graph.node, env, opsets, "")
+        outputs = []
+        for vi in graph.output:
+            if vi.name not in env or env[vi.name] is None:
+                raise ModelError(f"graph output '{vi.name}' is not produced by any node, input "
+                                 "or initializer")
+            outputs.append(env[vi.name])
+        if self.problems:
+            raise UnsupportedModelError(self.problems, frozenset(self.dynamic))
+        return self.builder.finish([v for v in outputs if v is not None])
+
+    def _opsets(self) -> dict[str, int]:
+        opsets = {("" if o.domain == "ai.onnx" else o.domain): int(o.version)
+                  for o in self.model.opset_import}
+        newest = onnx.defs.onnx_opset_version()
+        version = opsets.get("")
+        if version is None:
+            if any(n.domain in ("", "ai.onnx") for n in self.model.graph.node):
+                raise ModelError("the model has no opset import for the default ONNX domain")
+        elif not MIN_OPSET <= version <= newest:
+            raise UnsupportedOpError(
+                f"the model uses ONNX opset {version}; ember supports opsets {MIN_OPSET} to "
+                f"{newest} (convert it first: onnx.version_converter.convert_version(model, "
+                f"{max(MIN_OPSET, min(version, newest))}))")
+        return opsets
+
+    def _inputs(self, graph: GraphProto, env: dict[str, Value | None]) -> None:
+        initializers = {t.name: t for t in graph.initializer}
+        names = [vi.name for vi in graph.input if vi.name not in initializers]
+        for what, given in (("input_shapes", self.input_shapes),
+                            ("constant_inputs", self.constant_inputs)):
+            unknown = sorted(set(given) - set(names))
+            if unknown:
+                raise ArgumentError(f"{what} names {unknown}, which are not graph inputs of the "
+                                    f"model (its inputs: {names})")
+        for vi in graph.input:
+            if vi.name in initializers:
+                continue
+            if vi.name in self.constant_inputs:
+                env[vi.name] = self._constant(vi.name, np.asarray(self.constant_inputs[vi.name]))
+                continue
+            dtype, shape = self._input_type(vi)
+            value = self.builder.input(vi.name, shape, dtype)
+            self.deps[value] = frozenset([vi.name])
+            env[vi.name] = value
+        for name, tensor in initializers.items():
+            env[name] = self._initializer(name, tensor)
+        if graph.sparse_initializer:
+            names = [s.values.name for s in graph.sparse_initializer]
+            self.problems.append(f"sparse initializers {names} are not supported")
+            for name in names:
+                env[name] = _UNKNOWN
+
+    def _initializer(self, name: str, tensor: onnx.TensorProto) -> Value:
+        try:
+            onnx_dtype(tensor.data_type, f"initializer '{name}'")
+        except UnsupportedOpError as err:
+            self.problems.append(str(err))
+            return _UNKNOWN
+        return self._constant(name, numpy_helper.to_array(tensor))
+
+    def _input_type(self, vi: onnx.ValueInfoProto) -> tuple[Any, tuple[int, ...]]:
+        name = vi.name
+        if vi.type.WhichOneof("value") != "tensor_type":
+            raise UnsupportedOpError(f"graph input '{name}': only tensor inputs are supported, "
+                                     f"got a {vi.type.WhichOneof('value')}")
+        tensor = vi.type.tensor_type
+        dtype = onnx_dtype(tensor.elem_type, f"graph input '{name}'")
+        dims = list(tensor.shape.dim) if tensor.HasField("shape") else None
+        if name in self.input_shapes:
+            shape = tuple(int(d) for d in self.input_shapes[name])
+            if dims is not None:
+                declared = [d.dim_value if d.HasField("dim_value") else None for d in dims]
+                if len(declared) != len(shape) or any(
+                        d is not None and d != s for d, s in zip(declared, shape)):
+                    raise ShapeError(f"input_shapes['{name}'] = {shape} does not fit the "
+                                     f"model's shape {_dims_text(dims)} for graph input '{name}'")
+            return dtype, shape
+        if dims is None:
+            raise ShapeError(f"graph input '{name}' has no shape in the model; pass "
+                             f"input_shapes={{'{name}': (...)}} to from_onnx/ember.compile")
+        for index, d in enumerate(dims):
+            if not d.HasField("dim_value"):
+                symbol = f"'{d.dim_param}'" if d.dim_param else "unknown"
+                example = tuple(d.dim_value if d.HasField("dim_value") else 1 for d in dims)
+                raise ShapeError(f"graph input '{name}': dimension {index} is symbolic "
+                                 f"({symbol}); ember compiles static shapes: pass "
+                                 f"input_shapes={{'{name}': {example}}} (your sizes) to "
+                                 "from_onnx/ember.compile")
+        return dtype, tuple(int(d.dim_value) for d in dims)
+
+    # nodes ------------------------------------------------------------------------------
+    def _convert_nodes(self, nodes: Sequence[NodeProto], env: MutableMapping[str, Value | None],
+                       opsets: Mapping[str, int], prefix: str) -> None:
+        for index, node in enumerate(nodes):
+            label = prefix + (node.name or f"{node.op_type.lower()}_{index}")
+            self._convert(node, label, env, opsets)
+
+    def _convert(self, node: NodeProto, label: str, env: MutableMapping[str, Value | None],
+                 opsets: Mapping[str, int]) -> None:
+        values: list[Value | None] = []
+        for name in node.input:
+            if not name:
+                values.append(None)
+            elif name not in env:
+                raise ModelError(f"node '{label}' ({node.op_type}): input '{name}' is not "
+                                 "defined: no graph input, initializer or earlier node output "
+                                 "has that name (a missing initializer?)")
+            else:
+                values.append(env[name])
+        ctx = NodeContext(node, label, opsets, values, env)
+        outputs: Sequence[Value | None] | None = None
+        if any(v is _UNKNOWN for v in values):
+            self._check_known(ctx)
+        else:
+            try:
+                outputs = self._dispatch(ctx)
+                for index, name in enumerate(node.output):
+                    if name and (index >= len(outputs) or outputs[index] is None):
+                        raise UnsupportedOpError(f"output {index} ('{name}') is not supported")
+            except UnsupportedOpError as err:
+                self._problem(ctx, err)
+                outputs = None
+        depends = frozenset().union(*(self.deps.get(v, frozenset()) for v in values
+                                      if v is not None))
+        for index, name in enumerate(node.output):
+            if not name:
+                continue
+            value = _UNKNOWN if outputs is None else outputs[index]
+            env[name] = value
+            if value is not _UNKNOWN and not value.is_constant and value not in self.deps:
+                self.deps[value] = depends
+
+    def _problem(self, ctx: NodeContext, err: Exception) -> None:
+        message = str(err)
+        if not message.startswith("node '"):
+            where = ctx.op if not ctx.node.domain else f"{ctx.node.domain}:{ctx.op}"
+            message = f"node '{ctx.label}' ({where}, opset {ctx.opset}): {message}"
+        self.problems.append(message)
+
+    def _check_known(self, ctx: NodeContext) -> None:
+        """Record a node downstream of a failure if it would fail on its own as well."""
+        op, domain = ctx.op, ctx.node.domain
+        if (domain, op) in self.functions or op in CONVERTERS or op in all_ops():
+            return
+        if domain in ("", "ai.onnx") and onnx.defs.has(op, ""):
+            try:
+                if onnx.defs.get_schema(op, ctx.opset, "").has_function:
+                    return
+            except onnx.defs.SchemaError:
+                pass
+        self._problem(ctx, UnsupportedOpError(_unsupported_text(ctx)))
+
+    def _dispatch(self, ctx: NodeContext) -> Sequence[Value | None]:
+        node = ctx.node
+        local = self.functions.get((node.domain, node.op_type))
+        if local is not None:
+            return self._expand(ctx, local, {a.name: a for a in local.attribute_proto
+                                             if a.type != AttributeProto.UNDEFINED})
+        if node.domain not in ("", "ai.onnx"):
+            raise UnsupportedOpError(_unsupported_text(ctx))
+        where = f"node '{ctx.label}' ({ctx.op})"
+        ctx.attrs = {a.name: attribute_value(a, where) for a in node.attribute}
+        converter = CONVERTERS.get(ctx.op)
+        if converter is not None:
+            result = converter(self, ctx)
+            if result is not None:
+                return result
+        return self._default(ctx)
+
+    def _default(self, ctx: NodeContext) -> Sequence[Value | None]:
+        """Fold, convert through the op table, or expand ONNX's function body, in that order."""
+        present = [v for v in ctx.values if v is not None]
+        if all(v.is_constant for v in present):
+            arrays = [None if v is None else v.data for v in ctx.values]
+            folded = evaluate(ctx.node, ctx.opsets, arrays)
+            if folded is not None:
+                return [self._constant(f"{ctx.label}:{i}", a) for i, a in enumerate(folded)]
+        table = all_ops()
+        if ctx.op in table:
+            return self._generic(ctx, table[ctx.op])
+        types = [None if v is None else (v.type.dtype, v.type.shape) for v in ctx.values]
+        func = schema_function(ctx.op, ctx.opset, ctx.node, types)
+        if func is not None:
+            return self._expand(ctx, func, schema_defaults(ctx.op, ctx.opset))
+        raise UnsupportedOpError(_unsupported_text(ctx))
+
+    def _generic(self, ctx: NodeContext, opdef: OpDef) -> Sequence[Value | None]:
+        attrs = dict(ctx.attrs)
+        for key, value in attrs.items():
+            if isinstance(value, GraphProto):
+                raise UnsupportedOpError(f"attribute '{key}' (a subgraph) is not supported")
+        inputs: list[Value | None] = []
+        for index, value in enumerate(ctx.values):
+            formal = opdef.inputs[min(index, len(opdef.inputs) - 1)] if opdef.inputs else ""
+            if formal not in opdef.attr_inputs:
+                inputs.append(value)
+            elif value is not None:
+                attrs[formal] = as_attr(self._need_constant(ctx, formal, value).data)
+        data_inputs = [n for n in opdef.inputs if n not in opdef.attr_inputs]
+        inputs.extend([None] * (len(data_inputs) - len(inputs)))
+        if "num_outputs" in opdef.attrs and attrs.get("num_outputs") is None \
+                and attrs.get("split") is None:
+            attrs["num_outputs"] = len(ctx.node.output)
+        return self.add(ctx, ctx.op, inputs, attrs)
+
+    def _need_constant(self, ctx: NodeContext, formal: str, value: Value) -> Value:
+        if value.is_constant:
+            return value
+        sources = self.deps.get(value, frozenset())
+        self.dynamic.update(sources)
+        origin = (f"it is computed at run time from graph input(s) {sorted(sources)}"
+                  if sources else "it is computed at run time")
+        raise UnsupportedOpError(f"input '{formal}' must be a constant (it decides shapes or "
+                                 f"layout), but {origin}; make it an initializer or pass "
+                                 "constant_inputs")
+
+    def add(self, ctx: NodeContext, op: str, inputs: Sequence[Value | None],
+            attrs: Mapping[str, Any]) -> tuple[Value, ...]:
+        """Add one ember node for `ctx` (named after the ONNX node and its outputs)."""
+        names = [n for n in ctx.node.output]
+        outputs = self.builder.add(op, inputs, attrs, name=ctx.label, output_names=names)
+        wanted = len(ctx.node.output)
+        if wanted > len(outputs):
+            raise UnsupportedOpError(f"{wanted} outputs requested; ember's {op} has "
+                                     f"{len(outputs)}")
+        return outputs
+
+    def _constant(self, name: str, array: np.ndarray) -> Value:
+        if not supported_array(array):
+            raise UnsupportedOpError(f"constant '{name}': data type {array.dtype} is not "
+                                     "supported (supported: float16/32/64, (u)int8/16/32/64, "
+                                     "bool)")
+        # not builder.constant: np.ascontiguousarray turns 0-d arrays into 1-d ones
+        data = np.array(array, order="C", copy=True)
+        data.setflags(write=False)
+        return Value(self.builder.unique(name), tensor_type(data.shape, data.dtype), data)
+
+    def constant(self, ctx: NodeContext, array: np.ndarray, index: int = 0) -> Value:
+        name = ctx.node.output[index] if index < len(ctx.node.output) else ""
+        return self._constant(name or f"{ctx.label}:{index}", array)
+
+    # functions and subgraphs -------------------------------------------------------------
+    def _expand(self, ctx: NodeContext, func: FunctionProto,
+                defaults: Mapping[str, AttributeProto]) -> list[Value | None]:
+        """Convert the nodes of `func` with its formal parameters bound to the node's values."""
+        if self.depth >= MAX_FUNCTION_DEPTH:
+            raise UnsupportedOpError(f"function expansion deeper than {MAX_FUNCTION_DEPTH}")
+        env: dict[str, Value | None] = {}
+        for index, formal in enumerate(func.input):
+            env[formal] = ctx.values[index] if index < len(ctx.values) else None
+        given = {a.name: a for a in ctx.node.attribute}
+        for name, default in defaults.items():
+            given.setdefault(name, default)
+        opsets = dict(ctx.opsets)
+        opsets.update({("" if o.domain == "ai.onnx" else o.domain): int(o.version)
+                       for o in func.opset_import})
+        self.depth += 1
+        try:
+            self._convert_nodes([_bind_attributes(n, given) for n in func.node], env, opsets,
+                                ctx.label + "/")
+        finally:
+            self.depth -= 1
+        results: list[Value | None] = []
+        for index, formal in enumerate(func.output):
+            wanted = index < len(ctx.node.output) and ctx.node.output[index]
+            if wanted and formal not in env:
+                raise ModelError(f"node '{ctx.label}' ({ctx.op}): its function body does not "
+                                 f"define output '{formal}'")
+            results.append(env[formal] if wanted else None)
+        return results
+
+    def inline_graph(self, ctx: NodeContext, graph: GraphProto) -> list[Value | None]:
+        """Convert a subgraph that sees the enclosing scope (an If branch) in place."""
+        env: ChainMap[str, Value | None] = ChainMap({}, ctx.env)
+        for tensor in graph.initializer:
+            env[tensor.name] = self._initializer(tensor.name, tensor)
+        self._convert_nodes(graph.node, env, ctx.opsets, ctx.label + "/")
+        return [env[o.name] for o in graph.output]
+
+
+def _bind_attributes(node: NodeProto, given: Mapping[str, AttributeProto]) -> NodeProto:
+    """A copy of a function-body node with attribute references replaced by the caller's."""
+    if not any(a.ref_attr_name for a in node.attribute):
+        return node
+    bound = NodeProto()
+    bound.CopyFrom(node)
+    del bound.attribute[:]
+    for attr in node.attribute:
+        if not attr.ref_attr_name:
+            bound.attribute.append(attr)
+        elif attr.ref_attr_name in given:
+            value = AttributeProto()
+            value.CopyFrom(given[attr.ref_attr_name])
+            value.name = attr.name
+            bound.attribute.append(value)
+    return bound
+
+
+def _unsupported_text(ctx: NodeContext) -> str:
+    domain = ctx.node.domain
+    if domain not in ("", "ai.onnx"):
+        return f"operator '{ctx.op}' of domain '{domain}' is not supported"
+    return f"operator '{ctx.op}' is not supported"
+
+
+def _dims_text(dims: Sequence[Any]) -> str:
+    return "(" + ", ".join(str(d.dim_value) if d.HasField("dim_value") else
+                           (d.dim_param or "?") for d in dims) + ")"
+
+
+# converters for ops that need more than the generic rule -----------------------------------
+def convert_constant(imp: _Importer, ctx: NodeContext) -> list[Value | None]:
+    attrs = ctx.attrs
+    if "value" in attrs:
+        array = np.asarray(attrs["value"])
+    elif "value_float" in attrs:
+        array = np.array(attrs["value_float"], np.float32)
+    elif "value_floats" in attrs:
+        array = np.array(attrs["value_floats"], np.float32)
+    elif "value_int" in attrs:
+        array = np.array(attrs["value_int"], np.int64)
+    elif "value_ints" in attrs:
+        array = np.array(attrs["value_ints"], np.int64)
+    else:
+        kind = next(iter(attrs), "none")
+        raise UnsupportedOpError(f"attribute '{kind}' is not supported (string and sparse "
+                                 "constants cannot be held)")
+    return [imp.constant(ctx, array)]
+
+
+def convert_identity(imp: _Importer, ctx: NodeContext) -> list[Value | None]:
+    return [ctx.values[0]]                                  # an alias: no node
+
+
+def convert_dropout(imp: _Importer, ctx: NodeContext) -> list[Value | None]:
+    """Inference-mode Dropout is the identity; its mask is all true."""
+    training = ctx.values[2] if len(ctx.values) > 2 else None
+    if training is not None:
+        if not training.is_constant:
+            raise UnsupportedOpError("training_mode computed at run time is not supported "
+                                     "(inference only)")
+        if bool(np.asarray(training.data).reshape(-1)[0]):
+            raise UnsupportedOpError("training mode (training_mode=1) is not supported; "
+                                     "export the model in inference mode")
+    x = ctx.values[0]
+    assert x is not None
+    outputs: list[Value | None] = [x]
+    if len(ctx.node.output) > 1 and ctx.node.output[1]:
+        outputs.append(imp.constant(ctx, np.ones(x.type.shape, np.bool_), 1))
+    return outputs
+
+
+def convert_cast_like(imp: _Importer, ctx: NodeContext) -> list[Value | None] | None:
+    """CastLike(x, like) is Cast(x, to=dtype of like): `like` is only read for its type."""
+    like = ctx.values[1] if len(ctx.values) > 1 else None
+    if like is None:
+        return None
+    cast = helper.make_node("Cast", [ctx.node.input[0]], list(ctx.node.output),
+                            name=ctx.node.name, to=elem_type(like.type.dtype))
+    cast.attribute.extend(a for a in ctx.node.attribute if a.name == "saturate")
+    attrs = {"to": elem_type(like.type.dtype)}
+    attrs.update({k: v for k, v in ctx.attrs.items() if k == "saturate"})
+    return imp._default(NodeContext(cast, ctx.label, ctx.opsets, ctx.values[:1], ctx.env, attrs))
+
+
+def convert_cast(imp: _Importer, ctx: NodeContext) -> list[Value | None] | None:
+    """A Cast to the type the input already has is an alias."""
+    x = ctx.values[0]
+    to = ctx.attrs.get("to")
+    if x is not None and isinstance(to, int) and to == elem_type(x.type.dtype):
+        return [x]
+    return None
+
+
+def convert_shape(imp: _Importer, ctx: NodeContext) -> list[Value | None]:
+    """Shape of a statically typed tensor is a constant (with opset 15's start/end)."""
+    x = ctx.values[0]
+    assert x is not None
+    rank = x.type.ndim
+    start = int(ctx.attrs.get("start", 0))
+    end = int(ctx.attrs.get("end", rank))
+    start = min(max(start + rank if start < 0 else start, 0), rank)
+    end = min(max(end + rank if end < 0 else end, 0), rank)
+    return [imp.constant(ctx, np.array(x.type.shape[start:end], np.int64))]
+
+
+def convert_size(imp: _Importer, ctx: NodeContext) -> list[Value | None]:
+    x = ctx.values[0]
+    assert x is not None
+    return [imp.constant(ctx, np.array(x.type.size, np.int64))]
+
+
+def convert_if(imp: _Importer, ctx: NodeContext) -> list[Value | None]:
+    """If with a constant condition: the chosen branch is inlined."""
+    cond = ctx.values[0]
+    assert cond is not None
+    if not cond.is_constant:
+        raise UnsupportedOpError("a condition computed at run time is not supported (only "
+                                 "constant conditions, whose branch is inlined)")
+    taken = bool(np.asarray(cond.data).reshape(-1)[0])
+    branch = ctx.attrs["then_branch" if taken else "else_branch"]
+    return imp.inline_graph(ctx, branch)
+
+
+CONVERTERS: dict[str, Converter] = {
+    "Constant": convert_constant,
+    "Identity": convert_identity,
+    "Dropout": convert_dropout,
+    "Cast": convert_cast,
+    "CastLike": convert_cast_like,
+    "Shape": convert_shape,
+    "Size": convert_size,
+    "If": convert_if,
+}

@@ -1,0 +1,163 @@
+"""ONNX import helpers: dtypes and attributes as Python values, constant folding with onnx's
+reference implementation, and the function bodies ONNX defines for composite operators.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import onnx
+from onnx import AttributeProto, FunctionProto, NodeProto, helper, numpy_helper
+
+from ember import dtype as dt
+from ember.dtype import DType
+from ember.errors import UnsupportedOpError
+
+# ops whose value must not be frozen at import time although they have no varying inputs
+NEVER_FOLD = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike",
+                        "RandomUniformLike", "Bernoulli", "Multinomial"})
+
+
+# the ONNX TensorProto data types ember holds, by number
+_ONNX_TYPES = {1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32",
+               7: "int64", 9: "bool", 10: "float16", 11: "float64", 12: "uint32", 13: "uint64"}
+_NUMPY_TYPES = frozenset(np.dtype(n) for n in _ONNX_TYPES.values())
+
+
+def onnx_dtype(code: int, what: str) -> DType:
+    """The ember dtype of ONNX TensorProto data type `code`; `what` names the value for errors."""
+    if code not in _ONNX_TYPES:
+        known = onnx.TensorProto.DataType.values()
+        name = onnx.TensorProto.DataType.Name(code) if code in known else str(code)
+        raise UnsupportedOpError(f"{what}: data type {name} is not supported (supported: "
+                                 "float16/32/64, (u)int8/16/32/64, bool)")
+    return dt.parse(_ONNX_TYPES[code])
+
+
+def elem_type(dtype: DType) -> int:
+    """The ONNX TensorProto data type number of an ember dtype."""
+    return helper.np_dtype_to_tensor_dtype(dtype.numpy)
+
+
+def supported_array(array: Any) -> bool:
+    """Whether `array` is a numpy array of a dtype ember can hold."""
+    return isinstance(array, np.ndarray) and array.dtype in _NUMPY_TYPES
+
+
+def attribute_value(attr: AttributeProto, where: str) -> Any:
+    """An ONNX attribute as a Python value: ints, floats, str, numpy arrays, tuples of those.
+
+    Graph attributes stay GraphProtos (only converters that inline them accept them)."""
+    kind = attr.type
+    if kind == AttributeProto.INT:
+        return int(attr.i)
+    if kind == AttributeProto.FLOAT:
+        return float(attr.f)
+    if kind == AttributeProto.STRING:
+        return attr.s.decode("utf-8", errors="replace")
+    if kind == AttributeProto.TENSOR:
+        return numpy_helper.to_array(attr.t)
+    if kind == AttributeProto.GRAPH:
+        return attr.g
+    if kind == AttributeProto.INTS:
+        return tuple(int(v) for v in attr.ints)
+    if kind == AttributeProto.FLOATS:
+        return tuple(float(v) for v in attr.floats)
+    if kind == AttributeProto.STRINGS:
+        return tuple(s.decode("utf-8", errors="replace") for s in attr.strings)
+    if kind == AttributeProto.TENSORS:
+        return tuple(numpy_helper.to_array(t) for t in attr.tensors)
+    kind_name = AttributeProto.AttributeType.Name(kind)
+    raise UnsupportedOpError(f"{where}: attribute '{attr.name}' of kind {kind_name} is not "
+                             "supported")
+
+
+def as_attr(array: np.ndarray) -> Any:
+    """A constant input passed as an attribute: a Python number (0-d) or a tuple (n-d)."""
+    if array.ndim == 0:
+        return array.item()
+    return tuple(_plain(v) for v in array.tolist())
+
+
+def _plain(value: Any) -> Any:
+    return tuple(_plain(v) for v in value) if isinstance(value, list) else value
+
+
+def evaluate(node: NodeProto, opsets: Mapping[str, int],
+             arrays: Sequence[np.ndarray | None]) -> list[np.ndarray] | None:
+    """Run one node on constant inputs with onnx's reference implementation.
+
+    `arrays` follow node.input (None where the name is empty). Returns one array per
+    non-empty output name, or None when the reference cannot run the node or produces
+    something ember cannot hold (sequences, strings, ...)."""
+    from onnx.reference import ReferenceEvaluator
+
+    if node.op_type in NEVER_FOLD or any(a.type in (AttributeProto.GRAPH, AttributeProto.GRAPHS)
+                                         for a in node.attribute):
+        return None
+    feeds: dict[str, np.ndarray] = {}
+    for name, array in zip(node.input, arrays):
+        if name:
+            assert array is not None, name
+            feeds[name] = array
+    outputs = [o for o in node.output if o]
+    imports = [helper.make_opsetid(d, v) for d, v in opsets.items()]
+    func = helper.make_function("ember.fold", "Fold", list(feeds), outputs, [node], imports)
+    try:
+        results = ReferenceEvaluator(func).run(None, feeds, attributes={})
+    except Exception:  # the reference lacks the op, or rejects these inputs: do not fold
+        return None
+    arrays_out = []
+    for r in results:
+        if isinstance(r, np.generic):
+            r = np.asarray(r)
+        if not supported_array(r):
+            return None
+        arrays_out.append(r)
+    return arrays_out
+
+
+def schema_function(op: str, opset: int, node: NodeProto,
+                    input_types: Sequence[tuple[DType, tuple[int, ...]] | None]
+                    ) -> FunctionProto | None:
+    """The function body ONNX defines for `op` at `opset` (None when it defines none)."""
+    try:
+        schema = onnx.defs.get_schema(op, opset, "")
+    except onnx.defs.SchemaError:
+        return None
+    raw = b""
+    plain = [v for v in schema.function_opset_versions if v <= opset]
+    context = [v for v in schema.context_dependent_function_opset_versions if v <= opset]
+    if plain:
+        raw = schema.get_function_with_opset_version(max(plain))
+    elif context:
+        types = []
+        for t in input_types:
+            proto = onnx.TypeProto() if t is None else \
+                helper.make_tensor_type_proto(elem_type(t[0]), list(t[1]))
+            types.append(proto.SerializeToString())
+        try:
+            raw = schema.get_context_dependent_function_with_opset_version(
+                max(context), node.SerializeToString(), types)
+        except Exception:  # the builder rejects this node: treat as no function
+            return None
+    if not raw:
+        return None
+    func = FunctionProto()
+    func.ParseFromString(raw)
+    return func if len(func.node) else None
+
+
+def schema_defaults(op: str, opset: int) -> dict[str, AttributeProto]:
+    """Default values of `op`'s attributes at `opset` (for function attribute references)."""
+    try:
+        schema = onnx.defs.get_schema(op, opset, "")
+    except onnx.defs.SchemaError:
+        return {}
+    out = {}
+    for name, attr in schema.attributes.items():
+        default = attr.default_value
+        if default is not None and default.type != AttributeProto.UNDEFINED:
+            out[name] = default
+    return out
