@@ -16,8 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ember import te
-from ember import tir
+from ember import te, tir
 from ember.dtype import DType
 from ember.errors import ShapeError, UnsupportedOpError
 from ember.ops.registry import REQUIRED, Attrs, OpDef
@@ -88,7 +87,7 @@ def resize_plan(a: Attrs, shape: Shape) -> list[AxisPlan]:
     if sizes and policy != "stretch":
         ratios = [F32(s) / F32(shape[k]) for s, k in zip(sizes, axes)]
         common = F32(min(ratios) if policy == "not_larger" else max(ratios))
-        outs = [int(math.floor(float(common * F32(shape[k])) + 0.5)) for k in axes]
+        outs = [math.floor(float(common * F32(shape[k])) + 0.5) for k in axes]
         factors = [float(common)] * len(axes)
     elif sizes:
         outs = [int(s) for s in sizes]
