@@ -15,7 +15,7 @@ plain NCHW compute vectorized over the output width instead.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from ember import te
 from ember.errors import ShapeError, UnsupportedOpError
@@ -186,11 +186,10 @@ def conv_core(x: Tensor, w: Tensor, bias: Tensor | None, strides: Sequence[int],
     oc_total = ws[0] if weight_index is None else _oc_total(w, group)
     icg = xs[1] // group
     ocg = oc_total // group
-    kernel = _kernel(w, nsp, weight_index)
+    kernel = list(ws[2:2 + nsp])
     wread = weight_index or (lambda o, c, *k: (o, c, *k))
     ic = te.reduce_axis((0, icg), name="ic")
     ks = [te.reduce_axis((0, k), name=f"k{d}") for d, k in enumerate(kernel)]
-    dtype = x.dtype
 
     def x_at(n: Expr, c: Expr, sp: Sequence[Expr]) -> Expr:
         return x[(n, c, *[sp[d] * strides[d] + ks[d].var * dilations[d] for d in range(nsp)])]
@@ -223,17 +222,12 @@ def conv_core(x: Tensor, w: Tensor, bias: Tensor | None, strides: Sequence[int],
             v = conv[(n, c, *sp)]
             return v + bias[c] if bias is not None else v
 
-    del dtype
     return te.compute((n_batch, oc_total, *out_sp), fout, name="conv_out",
                       tag=f"{tag}.out")  # type: ignore[return-value]
 
 
 def _oc_total(w: Tensor, group: int) -> int:
     return shape_of(w)[1] * group  # ConvTranspose W: [C_in, OC / group, *k]
-
-
-def _kernel(w: Tensor, nsp: int, weight_index: object) -> list[int]:
-    return list(shape_of(w)[2:2 + nsp])
 
 
 def _compute_conv(attrs: Attrs, inputs: Sequence[Tensor | None]) -> list[Tensor]:

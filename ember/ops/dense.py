@@ -14,7 +14,7 @@ letters missing from the output, with the generic reduction schedule.
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from ember import te
 from ember.errors import ShapeError
@@ -234,7 +234,7 @@ def schedule_dense(outs: Sequence[Tensor], target: Target, mr: int = 8, nr: int 
     dot = find_stage(s, (f"{mm.op.tag}.dot",))  # type: ignore[attr-defined]
     if dot is not None:
         cols = pick_tile(n, 8)
-        jo, ji = out.split(j, cols if cols >= 4 else 4)
+        jo, ji = out.split(j, max(cols, 4))
         outer = out.fuse(*batch, i, jo)
         out.parallel(outer)
         mm.compute_at(out, outer)

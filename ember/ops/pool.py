@@ -7,14 +7,14 @@ computes the window reduction per output-row tile, vectorized over the output wi
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from ember import dtype as dt
 from ember import te
 from ember.errors import ShapeError, UnsupportedOpError
 from ember.graph.ir import TensorType
 from ember.ops.conv import extent, find_stage, pick_tile, resolve_pads, shape_of, spatial_attr
-from ember.ops.generic import inline_injective, schedule_flat, schedule_reduction
+from ember.ops.generic import inline_injective, schedule_reduction
 from ember.ops.registry import REQUIRED, Attrs, OpDef, Pattern
 from ember.target import Target
 from ember.te.schedule import Schedule

@@ -8,7 +8,7 @@ states. Steps past a batch entry's sequence_lens keep its state and output zeros
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from ember import te
 from ember.errors import ShapeError, UnsupportedOpError
@@ -380,7 +380,7 @@ def schedule_rnn(outs: Sequence[Tensor], target: Target, gate_tile: int = 32) ->
             stage.reorder(t, b, g, jo, *op.reduce_axis, ji)
             stage.vectorize(ji)
             stage.parallel(stage.fuse(t, b, g))
-        elif tag.endswith(".rec") or tag.endswith(".rec_h"):
+        elif tag.endswith((".rec", ".rec_h")):
             *lead, j = op.axis
             jo, ji = stage.split(j, pick_tile(extent(j), gate_tile))
             if len(lead) == 3:
@@ -395,7 +395,7 @@ def schedule_rnn(outs: Sequence[Tensor], target: Target, gate_tile: int = 32) ->
             if work >= RECURRENT_PARALLEL_MIN and extent(jo) > 1:
                 # each thread keeps its slice of the recurrent weights in its own cache
                 stage.parallel(jo)
-        elif tag.endswith(".cell") or tag.endswith(".reset"):
+        elif tag.endswith((".cell", ".reset")):
             j = op.axis[-1]
             jo, ji = stage.split(j, pick_tile(extent(j), 16))
             stage.vectorize(ji)
