@@ -92,5 +92,6 @@ def run_op(op: str, arrays: Sequence[np.ndarray | None], attrs: Mapping[str, Any
     present = [v for v in values if v is not None]
     module = build_group(op.lower(), [node], present, outputs, target)
     results = [np.zeros(t.shape, t.dtype.numpy) for t in types]
-    module(*[np.ascontiguousarray(a) for a in arrays if a is not None], *results)
+    # np.asarray keeps 0-d arrays 0-d (np.ascontiguousarray would make them 1-d)
+    module(*[np.asarray(a, order="C") for a in arrays if a is not None], *results)
     return results

@@ -51,6 +51,7 @@ class _Lowering:
         self.offsets: dict[int, list[Expr]] = {}    # id(tensor-key) -> buffer origin
         self.names: dict[str, int] = {}
         self.params: list[Buffer] = []
+        self.unused: dict[int, Buffer] = {}
         self._bind_args(args)
         self.attached: dict[tuple[int, int], list[Stage]] = {}
         for stage in schedule.stages:
@@ -75,6 +76,12 @@ class _Lowering:
             if not isinstance(arg, Tensor):
                 raise LoweringError(f"lower: arguments must be tensors, got "
                                     f"{type(arg).__name__}")
+            if not self._in_schedule(arg):
+                # an argument nothing reads (e.g. the input of Shape): still a parameter
+                buf = Buffer(self._unique(arg.name), arg.shape, arg.dtype)
+                self.unused[id(arg.op)] = buf
+                self.params.append(buf)
+                continue
             stage = self.schedule[arg]
             if stage.attach != Attach.ROOT:
                 raise LoweringError(f"tensor '{arg.name}' is a function argument, so its stage "
@@ -92,6 +99,10 @@ class _Lowering:
                     if (id(stage), t.value_index) not in self.buffers:
                         raise LoweringError(f"output tensor '{t.name}' is not among the "
                                             "arguments of lower/build")
+
+    def _in_schedule(self, tensor: Tensor) -> bool:
+        return any(stage.op is tensor.op or any(tensor.op is p for p in stage.previous_ops)
+                   for stage in self.schedule.stages)
 
     def buffer_of(self, tensor: Tensor) -> tuple[Buffer, list[Expr]]:
         op = tensor.op
