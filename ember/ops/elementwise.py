@@ -187,9 +187,24 @@ def _div(a: Expr, b: Expr) -> Expr:
     return Div(a, _safe_divisor(b))  # integers truncate toward zero, like C
 
 
+def _fmod(a: Expr, b: Expr) -> Expr:
+    """C fmod (the sign of the dividend): a - trunc(a / b) * b, and a itself for finite a
+    and infinite b (where the formula gives nan)."""
+    r = a - te.trunc(a / b) * b
+    infinite_b = (b == const_like(math.inf, b)) | (b == const_like(-math.inf, b))
+    finite_a = (a - a) == const_like(0, a)
+    return Select(infinite_b & finite_a, a, r)
+
+
 def _mod(a: Expr, b: Expr, attrs: Attrs) -> Expr:
-    if a.dtype.is_float:  # C fmod: the sign of the dividend
-        return a - te.trunc(a / b) * b
+    if a.dtype.is_float:
+        zero = const_like(0, a)
+        r = _fmod(a, b)
+        if attrs["fmod"]:
+            return r
+        # opset 28 allows fmod=0 on floats: numpy's mod, with the sign of the divisor
+        r = Select((r != zero) & ((r < zero) != (b < zero)), r + b, r)
+        return Select(r == zero, Select(b < zero, const_like(-0.0, a), zero), r)
     b = _safe_divisor(b)
     if attrs["fmod"]:
         return a - Div(a, b) * b
@@ -199,9 +214,6 @@ def _mod(a: Expr, b: Expr, attrs: Attrs) -> Expr:
 def _check_mod(attrs: Attrs, types: Sequence[TensorType]) -> None:
     if attrs["fmod"] not in (0, 1):
         raise UnsupportedOpError(f"Mod: fmod must be 0 or 1, got {attrs['fmod']!r}")
-    if types[0].dtype.is_float and not attrs["fmod"]:
-        raise UnsupportedOpError("Mod: fmod=0 is not defined for float inputs; ONNX requires "
-                                 "fmod=1 for floats")
 
 
 def _pow(x: Expr, y: Expr) -> Expr:
@@ -393,6 +405,10 @@ _UNARY: list[OpDef] = [
     unary("Sin", te.sin, FLOATS, inputs=("input",)),
     unary("Cos", te.cos, FLOATS, inputs=("input",)),
     unary("Tan", lambda x: te.sin(x) / te.cos(x), FLOATS, inputs=("input",)),
+    unary("Sinh", lambda x: (te.exp(x) - te.exp(-x)) * const_like(0.5, x), FLOATS,
+          inputs=("input",)),
+    unary("Cosh", lambda x: (te.exp(x) + te.exp(-x)) * const_like(0.5, x), FLOATS,
+          inputs=("input",)),
     unary("Identity", lambda x: x, ANY, inputs=("input",)),
     unary("IsNaN", lambda x: x != x, FLOATS, out_dtype="bool"),  # noqa: PLR0124
     unary("IsInf", _is_inf, FLOATS, {"detect_negative": 1, "detect_positive": 1},

@@ -128,8 +128,8 @@ _REDUCES: dict[str, tuple[Reducer, Callable[[Expr], Expr], Callable[[Expr, int],
                           str]] = {
     "ReduceSum": (te.sum, lambda v: v, None, NUMBERS),
     "ReduceMean": (te.sum, lambda v: v, _mean, NUMBERS),
-    "ReduceMax": (te.max, lambda v: v, None, NUMBERS),
-    "ReduceMin": (te.min, lambda v: v, None, NUMBERS),
+    "ReduceMax": (te.max, lambda v: v, None, NUMBERS + "b"),
+    "ReduceMin": (te.min, lambda v: v, None, NUMBERS + "b"),
     "ReduceProd": (_product, lambda v: v, None, NUMBERS),
     "ReduceL1": (te.sum, te.abs, None, NUMBERS),
     "ReduceL2": (te.sum, lambda v: v * v, lambda v, n: te.sqrt(v), FLOATS),
@@ -160,6 +160,12 @@ def reduce_op(name: str) -> OpDef:
             return [te.compute(shape, lambda *i: x[i], name=name.lower(),  # type: ignore
                                tag=name)]
         keep = bool(attrs["keepdims"])
+        if x.dtype.is_bool:  # any / all, reduced as bytes
+            wide = te.compute(shape, lambda *i: x[i].astype("uint8"), name="as_bytes")
+            r = reduce_compute(wide, axes, keep, reducer, name=name.lower(),  # type: ignore
+                               tag=name)
+            return [te.compute(shape_of(r), lambda *i: r[i] != const(0, "uint8"),
+                               name=f"{name.lower()}_bool", tag=name)]  # type: ignore
         if name == "ReduceLogSumExp":
             return [_log_sum_exp(x, axes, keep)]
         r = reduce_compute(x, axes, keep, reducer, prologue, name=name.lower(), tag=name)

@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from onnx_ref import check_op, ember_run, onnx_run
+from tests.ops.onnx_ref import check_op, ember_run, onnx_run
 
 from ember.errors import ShapeError, UnsupportedOpError
 from ember.graph.ir import GraphBuilder
@@ -19,7 +19,7 @@ def randint(*shape: int, low: int = -20, high: int = 20, dtype: str = "int32") -
 
 
 FLOAT_UNARY = ["Relu", "Sigmoid", "HardSwish", "Tanh", "Gelu", "Erf", "Exp", "Abs", "Neg",
-               "Floor", "Ceil", "Sign", "Softplus", "Softsign", "Sin", "Cos", "Tan",
+               "Floor", "Ceil", "Sign", "Softplus", "Softsign", "Sin", "Cos", "Tan", "Sinh", "Cosh",
                "Identity", "Selu", "Elu", "LeakyRelu", "HardSigmoid", "Celu", "Mish",
                "ThresholdedRelu", "Reciprocal"]
 
@@ -136,6 +136,9 @@ def test_mod_float() -> None:
     a = randn(4, 9) * 10
     b = (np.abs(randn(9)) + 0.5) * np.where(rng.random(9) > 0.5, 1, -1).astype("float32")
     check_op("Mod", [a, b.astype("float32")], {"fmod": 1}, rtol=1e-5, atol=1e-5)
+    # fmod=0 on floats (allowed from opset 28) follows numpy: the sign of the divisor
+    (got,) = ember_run("Mod", [a, b.astype("float32")], {"fmod": 0})
+    np.testing.assert_allclose(got, np.mod(a, b.astype("float32")), rtol=1e-5, atol=1e-5)
 
 
 def test_pow() -> None:
@@ -219,8 +222,8 @@ def test_shape_errors_name_the_node() -> None:
 def test_unsupported_attributes() -> None:
     b = GraphBuilder("g")
     x = b.input("x", (2, 3), "float32")
-    with pytest.raises(UnsupportedOpError, match="fmod=0 is not defined for float"):
-        b.add("Mod", [x, x])
+    with pytest.raises(UnsupportedOpError, match="fmod must be 0 or 1"):
+        b.add("Mod", [x, x], {"fmod": 2})
     with pytest.raises(UnsupportedOpError, match="ONNX data type 8"):
         b.add("Cast", [x], {"to": 8})
     with pytest.raises(UnsupportedOpError, match="training_mode=1"):

@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from onnx_ref import check_op, ember_run
+from tests.ops.onnx_ref import check_op, ember_run
 
 import ember
 from ember.errors import ShapeError, UnsupportedOpError
@@ -48,6 +48,14 @@ def test_reduce_int(op: str, dtype: str) -> None:
     for axes in ((1,), (0, 2)):
         check_op(op, [x], {"keepdims": 0}, const_inputs={1: np.array(axes, "int64")},
                  attr_names={1: "axes"})
+
+
+def test_reduce_bool() -> None:
+    x = rng.random((3, 4, 20)) > 0.8
+    for op in ("ReduceMax", "ReduceMin"):
+        for axes in ((1,), (0, 2)):
+            check_op(op, [x], {"keepdims": 0}, const_inputs={1: np.array(axes, "int64")},
+                     attr_names={1: "axes"}, opset=20)
 
 
 def test_reduce_empty_axes() -> None:
