@@ -168,3 +168,14 @@ def test_errors() -> None:
         b.add("CumSum", [x])
     with pytest.raises(UnsupportedOpError, match="exclusive must be 0 or 1"):
         b.add("CumSum", [x], {"axis": 0, "exclusive": 2})
+
+
+def test_c_target() -> None:
+    from ember.ops.kernel import run_op
+
+    x = rng.standard_normal((16, 100)).astype("float32")
+    (got,) = run_op("Softmax", [x], {}, target="c")
+    e = np.exp(x - x.max(-1, keepdims=True))
+    np.testing.assert_allclose(got, e / e.sum(-1, keepdims=True), rtol=1e-5, atol=1e-7)
+    (got,) = run_op("ReduceMean", [x], {"axes": (0,), "keepdims": 0}, target="c")
+    np.testing.assert_allclose(got, x.mean(0), rtol=1e-5, atol=1e-6)
