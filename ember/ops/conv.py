@@ -268,7 +268,6 @@ def schedule_conv(outs: Sequence[Tensor], target: Target, ow_tile: int | None = 
     pack = find_stage(s, (f"{tag}.pack",))
     if pad is not None:
         pad.compute_root()
-        schedule_flat(pad, target, str(pad.op.outputs[0].dtype))
     out = s[outs[0]]
     conv_shape = shape_of(conv.op.outputs[0])
     blocked = pack is not None
@@ -276,6 +275,7 @@ def schedule_conv(outs: Sequence[Tensor], target: Target, ow_tile: int | None = 
         if blocked else conv_shape
     if len(outs) != 1 or shape_of(outs[0]) != out_shape:
         # unusual group: compute the convolution whole, then the outputs
+        _schedule_pad_root(pad, target)
         _schedule_conv_root(conv, pack, blocked, target)
         for t in outs:
             schedule_flat(s[t], target, str(t.dtype))
@@ -284,6 +284,7 @@ def schedule_conv(outs: Sequence[Tensor], target: Target, ow_tile: int | None = 
     ow = sp[-1]
     width = extent(ow)
     if blocked:
+        _schedule_pad_root(pad, target)
         ob = conv_shape[-1]
         tile = ow_tile or pick_tile(width, 28 if ob <= 16 else 14)
         co, ci = out.split(c, ob)
@@ -312,7 +313,15 @@ def schedule_conv(outs: Sequence[Tensor], target: Target, ow_tile: int | None = 
     if tile < 4 and width > vector_tile:
         tile = 16
     wo, wi = out.split(ow, tile)
-    outer = out.fuse(n, c, *sp[:-1])
+    single_channel = extent(conv.op.reduce_axis[0]) == 1  # type: ignore[attr-defined]
+    if pad is not None and single_channel:
+        # depthwise: pad each channel's plane right before its rows are computed (in cache)
+        outer = out.fuse(n, c)
+        pad.compute_at(out, outer)
+        pad.vectorize(pad.split(pad.op.axis[-1], 16)[1])  # type: ignore[attr-defined]
+    else:
+        outer = out.fuse(n, c, *sp[:-1])
+        _schedule_pad_root(pad, target)
     out.parallel(outer)
     out.vectorize(wi)
     conv.compute_at(out, wo)
@@ -320,6 +329,11 @@ def schedule_conv(outs: Sequence[Tensor], target: Target, ow_tile: int | None = 
     conv.reorder(*conv.op.reduce_axis, cw)  # type: ignore[attr-defined]
     conv.vectorize(cw)
     return s
+
+
+def _schedule_pad_root(pad: Stage | None, target: Target) -> None:
+    if pad is not None:
+        schedule_flat(pad, target, str(pad.op.outputs[0].dtype))
 
 
 def _schedule_conv_root(conv: Stage, pack: Stage | None, blocked: bool, target: Target) -> None:
