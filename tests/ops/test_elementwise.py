@@ -2,10 +2,10 @@
 
 import numpy as np
 import pytest
-from tests.ops.onnx_ref import check_op, ember_run, onnx_run
 
 from ember.errors import ShapeError, UnsupportedOpError
 from ember.graph.ir import GraphBuilder
+from tests.ops.onnx_ref import check_op, ember_run, onnx_run
 
 rng = np.random.default_rng(7)
 
