@@ -5,7 +5,7 @@ import pytest
 
 from ember.errors import ShapeError, UnsupportedOpError
 from ember.graph.ir import GraphBuilder
-from onnx_ref import check_op, ember_run, onnx_run  # noqa: I001 (tests/ops is on sys.path)
+from tests.ops.onnx_ref import check_op, ember_run, onnx_run
 
 rng = np.random.default_rng(7)
 

@@ -9,7 +9,7 @@ from ember.graph.ir import GraphBuilder, Node, Value, tensor_type
 from ember.ops.kernel import group_compute, schedule_for
 from ember.ops.registry import get_op
 from ember.target import Target
-from onnx_ref import check_op, ember_run  # noqa: I001 (tests/ops is on sys.path)
+from tests.ops.onnx_ref import check_op, ember_run
 
 rng = np.random.default_rng(11)
 
