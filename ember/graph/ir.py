@@ -14,7 +14,7 @@ import numpy as np
 
 from ember import dtype as dt
 from ember.dtype import DType
-from ember.errors import EmberError, ShapeError
+from ember.errors import EmberError, ShapeError, UnsupportedOpError
 
 
 @dataclass(frozen=True)
@@ -198,8 +198,10 @@ class GraphBuilder:
         full_attrs = opdef.complete_attrs(attrs or {}, node_name)
         try:
             types = opdef.infer(full_attrs, [v.type if v is not None else None for v in inputs])
-        except ShapeError as err:
-            raise ShapeError(f"node '{node_name}' ({op}): {err}") from None
+        except (ShapeError, UnsupportedOpError) as err:
+            if str(err).startswith(f"node '{node_name}'"):
+                raise
+            raise type(err)(f"node '{node_name}' ({op}): {err}") from None
         names = list(output_names or [])
         outputs = tuple(
             Value(self.unique(names[i] if i < len(names) and names[i] else f"{node_name}:{i}"), t)
