@@ -75,7 +75,8 @@ def build_group(name: str, nodes: Sequence[Node], inputs: Sequence[Value],
     s = schedule_for(anchor, outs, tgt)
     import ember
 
-    return ember.build(s, [*placeholders, *outs], target=tgt, name=_ident(name))
+    # a prefix keeps kernel symbols clear of libc/libm names (a kernel "exp" would shadow exp)
+    return ember.build(s, [*placeholders, *outs], target=tgt, name=f"k_{_ident(name)}")
 
 
 def run_op(op: str, arrays: Sequence[np.ndarray | None], attrs: Mapping[str, Any] | None = None,
