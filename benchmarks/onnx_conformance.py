@@ -179,6 +179,61 @@ def summarize(backend_name: str, results: dict[str, dict[str, Any]]) -> dict[str
             "seconds_per_test": round(seconds / total, 4) if total else 0.0}
 
 
+def category(reason: str) -> str:
+    """A short reason shared by every test failing the same way (for expected_failures.py)."""
+    m = re.search(r"data type (\w+) is not supported", reason)
+    if m:
+        name = m.group(1)
+        if name.isdigit():
+            import onnx
+
+            name = onnx.TensorProto.DataType.Name(int(name))
+        if name in ("STRING", "BFLOAT16") or name.startswith("COMPLEX"):
+            return f"data type {name.lower()} is not supported"
+        return "8-bit float and sub-byte data types (float8, float4, int4, int2) are not supported"
+    rules = [
+        (r"the model uses ONNX opset", "opset below 11 (ember imports opsets 11 and newer)"),
+        (r"only tensor inputs are supported", "sequence and optional types are not supported"),
+        (r"operator '[\w]+' of domain '([\w.]+)'", "operators of domain {0} are not supported"),
+        (r"operator '(\w+)' is not supported", "op {0} not supported"),
+        (r"condition computed at run time", "If with a run-time condition is not supported"),
+        (r"must be a constant", "dynamic shape: a shape-deciding input computed at run time"),
+        (r"training", "training mode is not supported (inference only)"),
+        (r"^AssertionError", "wrong results (differ from onnx's expected outputs)"),
+        (r"node '[^']*' \([\w.:]+, opset \d+\): (?:\w+: )?(.{0,72})", "{0}"),
+        (r"^(?:[\w.]+\.)?(\w+): .*?(?:node '[^']*' \(|fused group '[^']*' \()?([\w, >-]*\)?:?)"
+         r"\s*(.{0,70})", "{0}: {2}"),
+    ]
+    for pattern, text in rules:
+        m = re.search(pattern, reason)
+        if m:
+            return text.format(*m.groups()).strip()
+    return reason[:80]
+
+
+def write_expected(path: str, results: dict[str, dict[str, Any]]) -> None:
+    """Write expected_failures.py: every failing test grouped under the reason it fails."""
+    groups: dict[str, list[str]] = {}
+    for name, r in sorted(results.items()):
+        if r["status"] not in ("pass", "skip"):
+            reason = category(r["reason"]) if r["status"] in ("fail", "error") else \
+                f"the process {'hangs' if r['status'] == 'timeout' else 'crashes'}"
+            groups.setdefault(reason, []).append(name.removesuffix("_cpu"))
+    lines = ['"""Node tests of ONNX\'s backend suite that ember is expected to fail, by reason.',
+             "",
+             "Regenerate after ops land (and review the diff):",
+             "    python benchmarks/onnx_conformance.py --backend ember \\",
+             "        --write-expected tests/frontend/expected_failures.py",
+             '"""', "", "EXPECTED_FAILURES: dict[str, tuple[str, ...]] = {"]
+    for reason in sorted(groups, key=lambda k: (-len(groups[k]), k)):
+        lines.append(f"    {reason!r}: (")
+        lines.extend(f"        {n!r}," for n in groups[reason])
+        lines.append("    ),")
+    lines.append("}")
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--worker"]:
@@ -190,6 +245,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--slowest", type=int, default=0, help="list the N slowest tests")
     parser.add_argument("-v", "--verbose", action="store_true", help="name each test first")
     parser.add_argument("--json", dest="json_path", help="write per-test results here")
+    parser.add_argument("--write-expected", dest="expected_path",
+                        help="write ember's failures as an expected_failures.py here")
     parser.add_argument("--timeout", type=float, default=300.0,
                         help="seconds one test may take before it counts as hung")
     args = parser.parse_args(argv)
@@ -221,6 +278,8 @@ def main(argv: list[str] | None = None) -> int:
                    if r["status"] == "pass" and everything["onnxruntime"][t]["status"] == "pass")
         print(f"ember passes {ratio:.1f}% as many node tests as onnxruntime "
               f"({both} tests pass on both)")
+    if args.expected_path and "ember" in everything:
+        write_expected(args.expected_path, everything["ember"])
     if args.json_path:
         with open(args.json_path, "w") as f:
             json.dump({"summary": summaries, "tests": everything}, f, indent=1)

@@ -172,9 +172,17 @@ class EmberBackend(Backend):
         names = [n for n in node.input if n]
         graph_inputs = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(
             a.dtype), list(a.shape)) for n, a in zip(names, arrays)]
-        graph_outputs = [helper.make_empty_tensor_value_info(n) for n in node.output if n]
-        graph = helper.make_graph([node], "run_node", graph_inputs, graph_outputs)
         opset = kwargs.pop("opset_version", onnx.defs.onnx_opset_version())
+        types = {vi.name: vi.type for vi in graph_inputs}
+        try:
+            schema = onnx.defs.get_schema(node.op_type, opset, node.domain)
+            types.update(onnx.shape_inference.infer_node_outputs(schema, node, types))
+        except Exception:  # unknown op: from_onnx reports it with a better message
+            pass
+        graph_outputs = [helper.make_value_info(n, types[n]) if n in types else
+                         helper.make_tensor_value_info(n, onnx.TensorProto.FLOAT, None)
+                         for n in node.output if n]
+        graph = helper.make_graph([node], "run_node", graph_inputs, graph_outputs)
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
         return cls.run_model(model, arrays, device, **kwargs)
 
