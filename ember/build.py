@@ -11,6 +11,20 @@ from ember.te.schedule import Schedule
 from ember.tir.function import PrimFunc
 
 
+# C library functions generated code calls; a kernel of the same name would shadow them
+_RESERVED = {"malloc", "free", "aligned_alloc", "memcpy", "memset", "abort", "abs"}
+
+
+def check_symbol_name(name: str) -> None:
+    """Reject kernel names that would collide with the C library functions kernels call."""
+    from ember.codegen.intrinsics import INTRINSICS
+
+    libm = {n for i in INTRINSICS.values() for n in (i.c32, i.c64) if n}
+    if name in libm or name in _RESERVED or name.startswith(("GOMP_", "omp_", "llvm.")):
+        raise TargetError(f"kernel name '{name}' collides with a C library or runtime "
+                          "function the generated code calls; choose another name")
+
+
 def optimize(func: PrimFunc, opt_level: int = 3) -> PrimFunc:
     """The TIR pass pipeline for code generation."""
     from ember.tir.pipeline import run_passes
@@ -28,6 +42,7 @@ def build(schedule: Schedule | PrimFunc, args: Sequence[Any] | None = None,
     from ember.target import Target
 
     tgt = Target(target)
+    check_symbol_name(name if not isinstance(schedule, PrimFunc) else schedule.name)
     if isinstance(schedule, PrimFunc):
         func = schedule
     else:

@@ -167,3 +167,12 @@ def test_call_with_wrong_arrays():
         f(a, a, np.zeros((8, 8), "float32", order="F"))
     with pytest.raises(ArgumentError, match="takes 3 arguments"):
         f(a, a)
+
+
+def test_kernel_name_colliding_with_libm():
+    from ember.errors import TargetError
+
+    A, B, C = matmul()
+    s = te.create_schedule(C.op)
+    with pytest.raises(TargetError, match="kernel name 'expf' collides"):
+        ember.build(s, [A, B, C], name="expf")
