@@ -85,7 +85,7 @@ REQUIRED: Any = _Required()
 
 # the modules that declare ops; each defines OPS: dict[str, OpDef]
 FAMILIES = ("elementwise", "reduction", "normalization", "transform", "nn", "dense", "rnn",
-            "image")
+            "image", "sort")
 
 _TABLE: dict[str, OpDef] = {}
 

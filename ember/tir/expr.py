@@ -411,6 +411,21 @@ class IterVar:
         return self.var
 
 
+def _delegate_to_var(name: str) -> object:
+    def method(self: IterVar, *args: object) -> object:
+        return getattr(self.var, name)(*args)
+
+    method.__name__ = name
+    return method
+
+
+# an IterVar in arithmetic stands for its variable: `k * 2`, `k < i`, `k.astype("int64")`
+for _name in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__",
+              "__floordiv__", "__rfloordiv__", "__mod__", "__rmod__", "__neg__", "__lt__",
+              "__le__", "__gt__", "__ge__", "astype"):
+    setattr(IterVar, _name, _delegate_to_var(_name))
+
+
 @dataclass(frozen=True, eq=False, repr=False)
 class CommReducer:
     """A commutative reduction: result = combine(lhs, rhs) element-wise, starting at identity."""
