@@ -113,6 +113,11 @@ class ExprEmitter:
             return existing
         return ir.Function(self.module, ir.FunctionType(ret, args), name=name)
 
+    def native_lanes(self, dtype: DType) -> int:
+        """Elements of `dtype` in one vector register of the target (4 when unknown)."""
+        target = getattr(getattr(self, "ctx", None), "target", None)
+        return target.vector_lanes(dtype) if target is not None else 4
+
     def call_intrinsic(self, base: str, ty: ir.Type, args: list[ir.Value],
                        fastmath: bool = False) -> ir.Value:
         fn = self.declare(f"{base}.{type_suffix(ty)}", ty, [a.type for a in args])

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from llvmlite import ir
 
 from ember.codegen.llvm_expr import I1, I32, memory_type, type_suffix
+from ember.codegen.llvm_shuffle import emit_offset_load, offset_plan
 from ember.errors import CodegenError
 from ember.tir.expr import Broadcast, Expr, IntImm, Load, Ramp
 from ember.tir.function import Buffer
@@ -37,7 +38,7 @@ def _mask(em: ExprEmitter, predicate: Expr | None, lanes: int) -> ir.Value:
 
 
 def emit_load(em: ExprEmitter, e: Load) -> ir.Value:
-    """Read buffer[index]: scalar, contiguous vector, broadcast or gather."""
+    """Read buffer[index]: scalar, contiguous vector, broadcast, chunks + shuffle or gather."""
     b_ = em.builder
     index = _flat_index(e.buffer, e.indices)
     elem = e.buffer.dtype
@@ -45,6 +46,7 @@ def emit_load(em: ExprEmitter, e: Load) -> ir.Value:
     ty = memory_type(dtype)
     align = elem.storage_bytes
     base = em.buffer_pointer(e.buffer.data)
+    value: ir.Value | None = None
     if dtype.lanes == 1:
         ptr = em.element_pointer(base, elem, em.expr(index))
         if e.predicate is None:
@@ -76,6 +78,8 @@ def emit_load(em: ExprEmitter, e: Load) -> ir.Value:
         ptr = em.element_pointer(base, elem, em.expr(index.value))
         value = em.broadcast(b_.load(ptr, typ=memory_type(elem), align=align), dtype.lanes)
     else:
+        value = _offset_load(em, base, e)
+    if value is None:
         ptrs = em.element_pointer(base, elem, em.expr(index))
         mask = _mask(em, e.predicate, dtype.lanes)
         fn = em.declare(f"llvm.masked.gather.{type_suffix(ty)}.{type_suffix(ptrs.type)}", ty,
@@ -84,6 +88,15 @@ def emit_load(em: ExprEmitter, e: Load) -> ir.Value:
     if elem.is_bool:  # one byte in memory, i1 in registers
         value = b_.icmp_unsigned("!=", value, ir.Constant(ty, None))
     return value
+
+
+def _offset_load(em: ExprEmitter, base: ir.Value, e: Load) -> ir.Value | None:
+    """A load at constant lane offsets (strided) as contiguous chunks and a shuffle."""
+    plan = offset_plan(e.indices[0], em.native_lanes(e.dtype), e.predicate is not None)
+    if plan is None:
+        return None
+    mask = None if e.predicate is None else _mask(em, e.predicate, e.dtype.lanes)
+    return emit_offset_load(em, base, e.buffer.dtype, plan, mask)
 
 
 def emit_store(em: ExprEmitter, s: Store) -> None:

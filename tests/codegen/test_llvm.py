@@ -469,3 +469,99 @@ def test_cross_assembly_uses_target_vectors() -> None:
     assert "f32x4.mul" in wasm
     ptx = emit_assembly([elementwise(lambda a: a + 1.0, ["float32"], "float32")], "cuda")
     assert ".version" in ptx and ("add.f32" in ptx or "add.rn.f32" in ptx)
+
+
+# -- constant-offset vector loads (strided) as contiguous chunks + shuffles ----------------
+_PAGE = 4096
+_GUARDS: list[object] = []  # keep the guarded mappings alive for the whole test session
+
+
+def _guarded(values: np.ndarray, at_end: bool) -> np.ndarray:
+    """A copy of `values` touching a PROT_NONE page (after it, or before it): reading one
+    element outside it faults, so an over-reading load crashes the test."""
+    import ctypes
+    import mmap
+
+    nbytes = values.nbytes
+    pages = -(-nbytes // _PAGE)
+    region = mmap.mmap(-1, (pages + 2) * _PAGE)
+    address = ctypes.addressof(ctypes.c_char.from_buffer(region))
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    for page in (0, pages + 1):
+        assert libc.mprotect(address + page * _PAGE, _PAGE, 0) == 0  # PROT_NONE
+    start = _PAGE + (pages * _PAGE - nbytes if at_end else 0)
+    array = np.frombuffer(region, values.dtype, values.size, start)
+    array[:] = values.ravel()
+    _GUARDS.append(region)
+    return array
+
+
+@pytest.mark.parametrize("stride,lanes,dtype", [
+    (2, 16, "float32"), (2, 28, "float32"), (3, 8, "float32"), (4, 16, "float32"),
+    (8, 16, "float32"), (2, 4, "float64"), (3, 32, "int8"), (-1, 16, "float32"),
+    (-2, 8, "int32"), (2, 16, "bool")])
+def test_strided_loads_read_only_their_elements(stride: int, lanes: int, dtype: str) -> None:
+    # out[j*lanes + l] = src[first + j*step + l*stride]; src ends (or starts) at a guard page
+    steps = 5
+    span = (lanes - 1) * abs(stride) + 1
+    size = span + (steps - 1) * lanes
+    first = (lanes - 1) * abs(stride) if stride < 0 else 0
+    src, out = buffer("src", (size,), dtype), buffer("out", (steps * lanes,), dtype)
+    j = Var("j")
+    body = For(j, const(0), const(steps), ForKind.SERIAL,
+               Store(out, Load(src, (ramp(j * lanes + first, lanes, stride),)),
+                     (ramp(j * lanes, lanes),)))
+    func = PrimFunc(f"strided_{stride % 16}_{lanes}_{dtype}", (src, out), body)
+    mod = build_llvm(func)
+    assert "gather" not in mod.sources["ll"]
+    values = RNG.integers(-100, 100, size).astype(dtype)
+    expected = np.concatenate([values[j * lanes + first + np.arange(lanes) * stride]
+                               for j in range(steps)])
+    for at_end in (True, False):
+        result = np.zeros(steps * lanes, dtype)
+        mod(_guarded(values, at_end), result)
+        np.testing.assert_array_equal(result, expected)
+
+
+def test_ramp_plus_broadcast_and_scaled_offsets() -> None:
+    # ramp(2i, 1, 8) * 2 + x8(1): the odd elements, written in a non-canonical form
+    n = 8 * 6
+    src, out = buffer("src", (2 * n,), "float32"), buffer("out", (n,), "float32")
+    i = Var("i")
+    index = ramp(i * 8, 8) * Broadcast(const(2), 8) + Broadcast(const(1), 8)
+    body = For(i, const(0), const(n // 8), ForKind.SERIAL,
+               Store(out, Load(src, (index,)), (ramp(i * 8, 8),)))
+    mod = build_llvm(PrimFunc("odd_lanes", (src, out), body))
+    assert "gather" not in mod.sources["ll"]
+    values, result = rand("float32", 2 * n), np.zeros(n, "float32")
+    mod(_guarded(values, at_end=True), result)
+    np.testing.assert_array_equal(result, values[1::2])
+
+
+@pytest.mark.parametrize("lanes", [16, 28])
+def test_predicated_strided_load_like_padded_pooling(lanes: int) -> None:
+    # out[l] = src[2l - 1] where 0 <= 2l - 1 < size, else 0: the first lane reads before src
+    size = 2 * lanes - 3
+    src, out = buffer("src", (size,), "float32"), buffer("out", (lanes,), "float32")
+    position = Ramp(const(-1), const(2), lanes)
+    keep = (position >= Broadcast(const(0), lanes)) & (position < Broadcast(const(size), lanes))
+    body = Store(out, Load(src, (position,), predicate=keep), (ramp(const(0), lanes),))
+    mod = build_llvm(PrimFunc(f"padded_{lanes}", (src, out), body))
+    assert "gather" not in mod.sources["ll"]
+    values = rand("float32", size)
+    expected = np.array([values[p] if 0 <= p < size else 0 for p in 2 * np.arange(lanes) - 1],
+                        "float32")
+    for at_end in (True, False):
+        result = np.full(lanes, 7, "float32")
+        mod(_guarded(values, at_end), result)
+        np.testing.assert_array_equal(result, expected)
+
+
+def test_strided_load_assembly_has_no_gather() -> None:
+    src, out = buffer("src", (64,), "float32"), buffer("out", (16,), "float32")
+    func = PrimFunc("s2", (src, out), Store(out, Load(src, (ramp(const(0), 16, 2),)),
+                                             (ramp(const(0), 16),)))
+    asm = emit_assembly([func], HOST)
+    assert "gather" not in asm
+    assert "vperm" in asm or "vshufps" in asm
