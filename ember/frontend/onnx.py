@@ -537,6 +537,25 @@ def convert_cast(imp: _Importer, ctx: NodeContext) -> list[Value | None] | None:
     return None
 
 
+def convert_softmax(imp: _Importer, ctx: NodeContext) -> list[Value | None] | None:
+    """Before opset 13, Softmax, LogSoftmax and Hardmax flatten the input to 2-D at `axis`
+    (default 1) and normalize each row; from 13 on they normalize along `axis` only."""
+    x = ctx.values[0]
+    if ctx.opset >= 13 or x is None:
+        return None
+    rank = x.type.ndim
+    axis = int(ctx.attrs.get("axis", 1))
+    axis = axis + rank if axis < 0 else axis
+    if ctx.op not in all_ops():
+        return None
+    if axis >= rank - 1:                     # one trailing axis: both definitions agree
+        return list(imp.add(ctx, ctx.op, [x], {"axis": -1}))
+    rows = int(np.prod(x.type.shape[:axis], dtype=np.int64))
+    flat = imp.builder.add("Reshape", [x], {"shape": (rows, -1)}, name=f"{ctx.label}/flatten")
+    (y,) = imp.builder.add(ctx.op, flat, {"axis": 1}, name=ctx.label)
+    return list(imp.add(ctx, "Reshape", [y], {"shape": x.type.shape}))
+
+
 def convert_shape(imp: _Importer, ctx: NodeContext) -> list[Value | None]:
     """Shape of a statically typed tensor is a constant (with opset 15's start/end)."""
     x = ctx.values[0]
@@ -574,6 +593,9 @@ CONVERTERS: dict[str, Converter] = {
     "Cast": convert_cast,
     "CastLike": convert_cast_like,
     "Shape": convert_shape,
+    "Softmax": convert_softmax,
+    "LogSoftmax": convert_softmax,
+    "Hardmax": convert_softmax,
     "Size": convert_size,
     "If": convert_if,
 }

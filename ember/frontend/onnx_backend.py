@@ -102,6 +102,16 @@ class EmberRep(BackendRep):
             arrays = [inputs]
         else:
             arrays = list(inputs)
+        every = [vi.name for vi in self.model.graph.input]
+        if len(arrays) == len(every) != len(self.input_names):
+            # inputs backed by initializers were fed too: they must equal the initializer
+            initial = {t.name: t for t in self.model.graph.initializer}
+            for name, array in zip(every, arrays):
+                if name in initial and not np.array_equal(
+                        np.asarray(array), onnx.numpy_helper.to_array(initial[name])):
+                    raise ArgumentError(f"input '{name}' has an initializer, which ember "
+                                        "compiles in as a constant; it cannot be overridden")
+            arrays = [a for name, a in zip(every, arrays) if name not in initial]
         if len(arrays) != len(self.input_names):
             raise ArgumentError(f"the model takes {len(self.input_names)} inputs "
                                 f"{self.input_names}, got {len(arrays)}")
