@@ -22,10 +22,12 @@ import numpy as np
 
 from ember.errors import ArgumentError, EmberError
 from ember.graph.ir import Graph, Value
+from ember.runtime.aot import link
 from ember.runtime.cache import KernelCache, cache_key
-from ember.runtime.executor import ALIGN, CompiledModel, aligned_bytes
+from ember.runtime.executor import CompiledModel
 from ember.runtime.groups import FusedGroup, fused_groups, optimize, plan, without_weights
 from ember.runtime.plan import ExecPlan, KernelCall, Slot, TensorSpec
+from ember.runtime.prepack import pack_constants, prepacked_calls, run_pack_jobs
 from ember.target import Target
 from ember.tir.function import PrimFunc
 
@@ -63,27 +65,29 @@ def import_model(model: Any, input_shapes: Mapping[str, Sequence[int]] | None = 
                         f"{type(model).__name__}")
 
 
+def lower_kernels(group: FusedGroup, target: Target | str = "llvm") -> list[PrimFunc]:
+    """The optimized loop programs of one fused group: its kernel `group.symbol`, then (when
+    it has weight stages to precompute) the pack kernel `group.symbol + "_pack"`."""
+    from ember.build import optimize as optimize_tir
+    from ember.ops.kernel import lower_group_kernels
+
+    kernels = lower_group_kernels(group.nodes, group.inputs, group.outputs, group.symbol,
+                                  target, group.constants)
+    funcs = [kernels.main] + ([kernels.pack] if kernels.pack is not None else [])
+    return [optimize_tir(f) for f in funcs]
+
+
 def lower_group(group: FusedGroup, target: Target | str = "llvm") -> PrimFunc:
     """The optimized loop program of one fused group, named by its kernel symbol."""
-    from ember.build import optimize as optimize_tir
-    from ember.ops.kernel import anchor_of, group_compute, schedule_for
-    from ember.ops.registry import get_op
-    from ember.te.lower import lower_schedule
-
-    tgt = Target(target)
-    placeholders, env = group_compute(group.nodes, group.inputs)
-    outs = [env[v] for v in group.outputs]
-    schedule = schedule_for(get_op(anchor_of(group.nodes).op), outs, tgt)
-    func = lower_schedule(schedule, [*placeholders, *outs], group.symbol)
-    return optimize_tir(func)
+    return lower_kernels(group, target)[0]
 
 
 def compile_kernel(group: FusedGroup, target: Target | str = "llvm") -> bytes:
-    """An object file defining the group's kernel `group.symbol`."""
+    """An object file defining the group's kernel `group.symbol` (and its pack kernel)."""
     from ember.runtime.aot import emit_kernel_object
 
     try:
-        return emit_kernel_object([lower_group(group, target)], target)
+        return emit_kernel_object(lower_kernels(group, target), target)
     except EmberError as error:
         raise type(error)(f"fused group '{group.name}' ({group.describe()}): {error}") from None
 
@@ -184,21 +188,7 @@ def compile_kernels(groups: Sequence[FusedGroup], target: Target, cache: KernelC
 def _pack_constants(graph: Graph, groups: Sequence[FusedGroup]
                     ) -> tuple[dict[Value, int], np.ndarray]:
     """One 64-byte aligned blob holding every constant a kernel reads or the graph returns."""
-    offsets: dict[Value, int] = {}
-    size = 0
-    for v in [*(v for g in groups for v in g.outer_inputs), *graph.outputs]:
-        if v.is_constant and v not in offsets:
-            offsets[v] = size
-            size += -(-v.type.nbytes // ALIGN) * ALIGN
-    blob = aligned_bytes(size, zero=False)
-    end = 0
-    for v, offset in offsets.items():
-        data = np.ascontiguousarray(v.data).reshape(-1).view(np.uint8)
-        blob[end:offset] = 0  # padding: saved models stay byte-for-byte reproducible
-        blob[offset:offset + data.size] = data
-        end = offset + data.size
-    blob[end:] = 0
-    return offsets, blob
+    return pack_constants(graph, groups)
 
 
 def exec_plan(graph: Graph, groups: Sequence[FusedGroup], memory: Any,
@@ -244,11 +234,15 @@ def exec_plan(graph: Graph, groups: Sequence[FusedGroup], memory: Any,
 def compile(model: Any, target: str | Target = "llvm", opt_level: int = 3,
             input_shapes: Mapping[str, Sequence[int]] | None = None,
             cache: bool | str | os.PathLike[str] | KernelCache = True,
-            jobs: int | None = None, progress: bool | None = None) -> CompiledModel:
+            jobs: int | None = None, progress: bool | None = None,
+            prepack: bool | None = None) -> CompiledModel:
     """Compile a model (path, onnx.ModelProto or ember Graph) into a runnable CompiledModel.
 
         model = ember.compile("mobilenet.onnx")
         (probs,) = model(x)
+
+    `prepack` (default: on unless EMBER_PREPACK=0) computes the weight-only stages of the
+    kernels (packed panels, transposed weights) once here instead of on every run.
     """
     tgt = Target(target)
     if not isinstance(opt_level, int) or not 0 <= opt_level <= 3:
@@ -259,15 +253,23 @@ def compile(model: Any, target: str | Target = "llvm", opt_level: int = 3,
     timings["import"] = time.perf_counter() - start
     fused = optimize(graph, opt_level)
     timings["optimize"] = time.perf_counter() - start - sum(timings.values())
-    groups = fused_groups(fused)
+    if prepack is None:
+        prepack = os.environ.get("EMBER_PREPACK", "1").strip() not in ("0", "false", "no")
+    groups = fused_groups(fused, prepack)
     show = progress if progress is not None else _stderr_is_terminal() and len(groups) > 8
     objects, stats = compile_kernels(groups, tgt, _kernel_cache(cache), jobs, bool(show))
     timings["kernels"] = time.perf_counter() - start - sum(timings.values())
     memory = plan(fused)
-    offsets, blob = _pack_constants(fused, groups)
-    xplan = exec_plan(fused, groups, memory, offsets, blob.size)
-    compiled = CompiledModel(xplan, objects, blob, str(tgt), graph=fused, stats=stats)
+    calls, pack_jobs = prepacked_calls(groups)
+    offsets, blob = pack_constants(fused, calls, pack_jobs)
+    xplan = exec_plan(fused, calls, memory, offsets, blob.size)
+    linked = link(xplan, objects, tgt)
     timings["link"] = time.perf_counter() - start - sum(timings.values())
+    run_pack_jobs(pack_jobs, linked.address, blob, offsets)
+    timings["prepack"] = time.perf_counter() - start - sum(timings.values())
+    stats["prepacked"] = len(pack_jobs)
+    compiled = CompiledModel(xplan, objects, blob, str(tgt), graph=fused, stats=stats,
+                             linked=linked)
     compiled.stats["seconds"] = timings
     compiled.memory_plan = memory
     return compiled

@@ -1,23 +1,47 @@
 """Turn a group of graph nodes into one kernel: te computes chained, the anchor's schedule,
 then ember.build. Also `run_op`, the one-op test helper.
+
+Weight stages are computed at compile time: a stage that reads only constant inputs (the
+panels of a packed B, a transposed recurrent weight, a blocked convolution kernel) would
+otherwise redo the same work on every call. `split_constant_stages` moves such stages into
+a separate "pack" kernel, run once when the model is compiled; the main kernel reads the
+packed tensor as a new input instead. The op's schedule still sees a stage with the same
+name and tag (an identity copy of the new input), so it needs no special case; the copy is
+inlined after the schedule, so the main kernel reads the packed tensor in place.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from ember import te
 from ember.errors import EmberError
 from ember.graph.ir import Node, TensorType, Value, tensor_type
-from ember.ops.generic import schedule_injective, schedule_reduction
+from ember.ops.generic import (
+    inline_injective,
+    schedule_flat,
+    schedule_injective,
+    schedule_reduction,
+)
 from ember.ops.registry import OpDef, Pattern, get_op
 from ember.runtime.module import Module
 from ember.target import Target
+from ember.te.graph import post_order
 from ember.te.schedule import Schedule
-from ember.te.tensor import Tensor
+from ember.te.tensor import ComputeOp, Operation, PlaceholderOp, ScanOp, Tensor, TensorLoad
+from ember.tir.expr import Expr, Reduce
+from ember.tir.function import PrimFunc
+from ember.tir.functor import Mutator
+
+# a constant stage is precomputed only if it is at most this many times larger than the
+# constants it reads (a broadcast of a bias to a whole tensor stays in the kernel)
+PRECOMPUTE_MAX_GROWTH = 2.0
+PACK_SUFFIX = "_pack"
 
 
 def _ident(name: str) -> str:
@@ -65,6 +89,195 @@ def schedule_for(opdef: OpDef, outs: Sequence[Tensor], target: Target) -> Schedu
     raise EmberError(f"op '{opdef.name}' ({opdef.pattern.name}) needs its own schedule")
 
 
+# -- compile-time weight stages -------------------------------------------------------------
+@dataclass(frozen=True, eq=False)
+class ConstantSplit:
+    """A group's computation with its constant-only stages moved out.
+
+    The main kernel's parameters are `inputs[i] for i in main_inputs`, then `packed`, then
+    the outputs; the pack kernel's are `inputs[i] for i in pack_inputs`, then `sources`
+    (the original stages, which compute what `packed` holds)."""
+
+    outputs: tuple[Tensor, ...]        # the group outputs, reading `packed`
+    main_inputs: tuple[int, ...]
+    packed: tuple[Tensor, ...]         # new placeholders, one per precomputed stage
+    copies: tuple[Tensor, ...]         # identity stages standing in for the originals
+    pack_inputs: tuple[int, ...]
+    sources: tuple[Tensor, ...]
+
+    @property
+    def empty(self) -> bool:
+        return not self.packed
+
+
+def _size(t: Tensor) -> int:
+    return int(np.prod([int(d.value) for d in t.shape], dtype=np.int64))  # type: ignore
+
+
+class _Retarget(Mutator):
+    """Point tensor reads at rebuilt operations (one new Reduce per old one, so the
+    outputs of a multi-output reduction keep sharing theirs)."""
+
+    def __init__(self, ops: dict[int, Operation]) -> None:
+        self.ops = ops
+        self.reduces: dict[int, Expr] = {}
+
+    def visit_TensorLoad(self, node: TensorLoad) -> Expr:
+        indices = tuple(self.visit(i) for i in node.indices)
+        op = self.ops.get(id(node.tensor.op))
+        tensor = node.tensor if op is None else op.outputs[node.tensor.value_index]
+        if tensor is node.tensor and all(a is b for a, b in zip(indices, node.indices)):
+            return node
+        return TensorLoad(tensor, indices)
+
+    def visit_Reduce(self, node: Reduce) -> Expr:
+        if id(node) not in self.reduces:
+            self.reduces[id(node)] = self.generic_visit(node)
+        return self.reduces[id(node)]
+
+
+def _rebuild(order: Sequence[Operation], replaced: dict[int, Operation]) -> dict[int, Operation]:
+    """New operations for every op downstream of `replaced` (old id -> new op)."""
+    ops = dict(replaced)
+    mutator = _Retarget(ops)
+    for op in order:
+        if id(op) in ops:
+            continue
+        if isinstance(op, ComputeOp):
+            body = tuple(mutator.visit(b) for b in op.body)
+            if any(a is not b for a, b in zip(body, op.body)):
+                ops[id(op)] = ComputeOp(op.name, op.axis, body, op.tag)
+        elif isinstance(op, ScanOp):
+            init = tuple(ops[id(t.op)].outputs[t.value_index] if id(t.op) in ops else t
+                         for t in op.init)
+            update = tuple(ops[id(t.op)].outputs[t.value_index] if id(t.op) in ops else t
+                           for t in op.update)
+            if init != op.init or update != op.update:
+                ops[id(op)] = ScanOp(op.name, op.scan_axis, init, update, op.state_placeholder)
+        elif not isinstance(op, PlaceholderOp) and any(id(t.op) in ops
+                                                       for t in op.input_tensors()):
+            raise _CannotSplit()  # an extern op reads a precomputed stage
+    return ops
+
+
+class _CannotSplit(Exception):
+    pass
+
+
+def split_constant_stages(placeholders: Sequence[Tensor], outs: Sequence[Tensor],
+                          constant: Sequence[bool]) -> ConstantSplit:
+    """Move the stages that read only constant placeholders (and are not much larger than
+    what they read) out of the computation of `outs`; see ConstantSplit."""
+    everything = tuple(range(len(placeholders)))
+    nothing = ConstantSplit(tuple(outs), everything, (), (), (), ())
+    const_ph = {id(p.op) for p, c in zip(placeholders, constant) if c}
+    if not const_ph:
+        return nothing
+    index = {id(p.op): i for i, p in enumerate(placeholders)}
+    order = post_order([t.op for t in outs])
+    reads: dict[int, frozenset[int]] = {}   # op -> constant placeholders it reads, if only those
+    for op in order:
+        if isinstance(op, PlaceholderOp):
+            if id(op) in const_ph:
+                reads[id(op)] = frozenset([index[id(op)]])
+        elif isinstance(op, ComputeOp):
+            inputs = op.input_tensors()
+            if inputs and all(id(t.op) in reads for t in inputs):
+                reads[id(op)] = frozenset().union(*(reads[id(t.op)] for t in inputs))
+    consumers: dict[int, list[Operation]] = {}
+    for op in order:
+        for t in op.input_tensors():
+            consumers.setdefault(id(t.op), []).append(op)
+        if isinstance(op, ScanOp):
+            for t in op.update:
+                consumers.setdefault(id(t.op), []).append(op)
+    out_ops = {id(t.op) for t in outs}
+    chosen: list[ComputeOp] = []
+    for op in order:
+        if (not isinstance(op, ComputeOp) or id(op) not in reads or op.reduce_axis
+                or op.num_outputs != 1 or id(op) in out_ops):
+            continue
+        if all(id(c) in reads for c in consumers.get(id(op), [])):
+            continue  # only feeds other constant stages: precompute those instead
+        read_size = sum(_size(placeholders[i]) for i in reads[id(op)])
+        if _size(op.outputs[0]) > PRECOMPUTE_MAX_GROWTH * read_size:
+            continue
+        chosen.append(op)
+    if not chosen:
+        return nothing
+    packed, copies, replaced = [], [], {}
+    for op in chosen:
+        src = op.outputs[0]
+        holder = te.placeholder(tuple(int(d.value) for d in src.shape),  # type: ignore
+                                src.dtype, name=f"{op.name}_pre")
+        copy = te.compute(src.shape, lambda *i, h=holder: h[i], name=op.name, tag=op.tag)
+        packed.append(holder)
+        copies.append(copy)
+        replaced[id(op)] = copy.op  # type: ignore[union-attr]
+    try:
+        ops = _rebuild(order, replaced)
+    except _CannotSplit:
+        return nothing
+    new_outs = tuple(ops[id(t.op)].outputs[t.value_index] if id(t.op) in ops else t
+                     for t in outs)
+    still_read = {id(op) for op in post_order([t.op for t in new_outs])}
+    main_inputs = tuple(i for i, p in enumerate(placeholders)
+                        if not constant[i] or id(p.op) in still_read)
+    pack_inputs = tuple(sorted(frozenset().union(*(reads[id(op)] for op in chosen))))
+    return ConstantSplit(new_outs, main_inputs, tuple(packed), tuple(copies),  # type: ignore
+                         pack_inputs, tuple(op.outputs[0] for op in chosen))
+
+
+def inline_copies(s: Schedule, copies: Sequence[Tensor]) -> None:
+    """Inline the identity stages standing in for precomputed ones (unless a schedule put
+    another stage inside their loops)."""
+    for copy in copies:
+        stage = s[copy]
+        if stage.is_output or any(other.attach_stage is stage for other in s.stages):
+            continue
+        stage.compute_inline()
+
+
+def schedule_pack(sources: Sequence[Tensor], target: Target) -> Schedule:
+    """Parallel, vectorized loops for the pack kernel (it runs once per compile)."""
+    s = te.create_schedule([t.op for t in sources])
+    inline_injective(s)
+    for t in sources:
+        schedule_flat(s[t], target, str(t.dtype))
+    return s
+
+
+@dataclass(frozen=True, eq=False)
+class GroupKernels:
+    """The lowered kernels of a group: `main`, and `pack` when stages were precomputed."""
+
+    main: PrimFunc
+    pack: PrimFunc | None
+    split: ConstantSplit
+
+
+def lower_group_kernels(nodes: Sequence[Node], inputs: Sequence[Value],
+                        outputs: Sequence[Value], name: str, target: Target | str = "llvm",
+                        constant: Sequence[bool] = ()) -> GroupKernels:
+    """The main kernel `name` (and `name` + "_pack") of a group, before the TIR pipeline."""
+    from ember.te.lower import lower_schedule
+
+    tgt = Target(target)
+    placeholders, env = group_compute(nodes, inputs)
+    outs = [env[v] for v in outputs]
+    split = split_constant_stages(placeholders, outs, constant or [False] * len(inputs))
+    s = schedule_for(get_op(anchor_of(nodes).op), list(split.outputs), tgt)
+    inline_copies(s, split.copies)
+    args = [placeholders[i] for i in split.main_inputs] + list(split.packed) + list(split.outputs)
+    main = lower_schedule(s, args, name)
+    pack = None
+    if not split.empty:
+        ps = schedule_pack(split.sources, tgt)
+        pack = lower_schedule(ps, [placeholders[i] for i in split.pack_inputs]
+                              + list(split.sources), name + PACK_SUFFIX)
+    return GroupKernels(main, pack, split)
+
+
 def build_group(name: str, nodes: Sequence[Node], inputs: Sequence[Value],
                 outputs: Sequence[Value], target: Target | str = "llvm") -> Module:
     """One compiled kernel computing `outputs` from `inputs`; arguments: inputs, outputs."""
@@ -75,13 +288,27 @@ def build_group(name: str, nodes: Sequence[Node], inputs: Sequence[Value],
     s = schedule_for(anchor, outs, tgt)
     import ember
 
-    # a prefix keeps kernel symbols clear of libc/libm names (a kernel "exp" would shadow exp)
-    return ember.build(s, [*placeholders, *outs], target=tgt, name=f"k_{_ident(name)}")
+    return ember.build(s, [*placeholders, *outs], target=tgt, name=_ident(name))
+
+
+def build_prepacked(name: str, nodes: Sequence[Node], inputs: Sequence[Value],
+                    outputs: Sequence[Value], constant: Sequence[bool],
+                    target: Target | str = "llvm") -> tuple[Module, Module | None, ConstantSplit]:
+    """The main and pack kernels of a group whose inputs flagged in `constant` are weights:
+    call `pack(*[inputs[i] for i in split.pack_inputs], *packed)` once, then
+    `main(*[inputs[i] for i in split.main_inputs], *packed, *outputs)`."""
+    import ember
+
+    kernels = lower_group_kernels(nodes, inputs, outputs, _ident(name), target, constant)
+    main = ember.build(kernels.main, target=target)
+    pack = ember.build(kernels.pack, target=target) if kernels.pack is not None else None
+    return main, pack, kernels.split
 
 
 def run_op(op: str, arrays: Sequence[np.ndarray | None], attrs: Mapping[str, Any] | None = None,
-           target: Target | str = "llvm") -> list[np.ndarray]:
-    """Compile and run one op on numpy arrays (attr-inputs go in `attrs`)."""
+           target: Target | str = "llvm", constant: Sequence[int] = ()) -> list[np.ndarray]:
+    """Compile and run one op on numpy arrays (attr-inputs go in `attrs`); the inputs at
+    positions `constant` are treated as weights (their constant-only stages precomputed)."""
     opdef = get_op(op)
     full = opdef.complete_attrs(attrs or {}, op)
     values: list[Value | None] = []
@@ -91,8 +318,19 @@ def run_op(op: str, arrays: Sequence[np.ndarray | None], attrs: Mapping[str, Any
     outputs = [Value(f"y{i}", t) for i, t in enumerate(types)]
     node = Node(op, op.lower(), tuple(values), tuple(outputs), full)
     present = [v for v in values if v is not None]
-    module = build_group(op.lower(), [node], present, outputs, target)
     results = [np.zeros(t.shape, t.dtype.numpy) for t in types]
     # np.asarray keeps 0-d arrays 0-d (np.ascontiguousarray would make them 1-d)
-    module(*[np.asarray(a, order="C") for a in arrays if a is not None], *results)
+    given = [np.asarray(a, order="C") for a in arrays if a is not None]
+    if not constant:
+        module = build_group(op.lower(), [node], present, outputs, target)
+        module(*given, *results)
+        return results
+    positions = [i for i, a in enumerate(arrays) if a is not None]
+    flags = [p in constant for p in positions]
+    main, pack, split = build_prepacked(op.lower(), [node], present, outputs, flags, target)
+    packed = [np.zeros([int(d.value) for d in t.shape], str(t.dtype))  # type: ignore
+              for t in split.packed]
+    if pack is not None:
+        pack(*[given[i] for i in split.pack_inputs], *packed)
+    main(*[given[i] for i in split.main_inputs], *packed, *results)
     return results

@@ -77,8 +77,8 @@ class CompiledModel:
     """A compiled model: `run(inputs) -> list of outputs`; `graph` is the fused graph."""
 
     def __init__(self, plan: ExecPlan, objects: Mapping[str, bytes], constants: np.ndarray,
-                 target: str = "llvm", graph: Any = None, stats: Mapping[str, Any] | None = None
-                 ) -> None:
+                 target: str = "llvm", graph: Any = None, stats: Mapping[str, Any] | None = None,
+                 linked: LinkedModel | None = None) -> None:
         if constants.nbytes < plan.constant_bytes:
             raise EmberError(f"constant blob has {constants.nbytes} bytes, the plan needs "
                              f"{plan.constant_bytes}")
@@ -97,7 +97,9 @@ class CompiledModel:
             self._constants[:plan.constant_bytes] = flat[:plan.constant_bytes]
         self._constants.setflags(write=False)
         self._lock = threading.Lock()
-        self._linked: LinkedModel = link(plan, self.objects, target)
+        # `linked`: the same plan and objects already linked by the caller
+        self._linked: LinkedModel = linked if linked is not None else link(plan, self.objects,
+                                                                           target)
         count = len(plan.inputs) + len(plan.outputs) + 2
         self._main = ctypes.CFUNCTYPE(ctypes.c_int32, *[ctypes.c_void_p] * count)(
             self._linked.address(MAIN_SYMBOL))

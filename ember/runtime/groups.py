@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from ember.errors import EmberError
-from ember.graph.ir import Graph, Node, Value
+from ember.graph.ir import Graph, Node, TensorType, Value
 
 ALIGN = 64
 _PLANNER_MODULES = ("ember.graph.memory", "ember.graph.memory_plan", "ember.graph.plan_memory",
@@ -34,6 +34,17 @@ class NaiveMemoryPlan:
     peak_live_bytes: int
 
 
+@dataclass(frozen=True)
+class WeightStages:
+    """The interface of a group whose weight-only stages are precomputed: the kernel reads
+    inputs `main_inputs` then one packed tensor per `packed` type; the pack kernel
+    `<symbol>_pack` reads inputs `pack_inputs` and writes the packed tensors."""
+
+    main_inputs: tuple[int, ...]
+    pack_inputs: tuple[int, ...]
+    packed: tuple[tuple[str, TensorType], ...]   # (name, type) of each packed tensor
+
+
 @dataclass(frozen=True, eq=False)
 class FusedGroup:
     """One fused node as a kernel: inner nodes, kernel parameters and their outer values."""
@@ -47,6 +58,9 @@ class FusedGroup:
     key: str                           # structure hash: equal keys compile to equal code
     anchor: str
     pattern: str
+    constants: tuple[bool, ...] = ()   # per input: a weight whose weight-only stages are
+                                       # precomputed at compile time; () when none are
+    weight_stages: WeightStages | None = None
 
     @property
     def symbol(self) -> str:
@@ -123,7 +137,16 @@ def group_key(nodes: tuple[Node, ...], inputs: tuple[Value, ...],
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
-def fused_group(node: Node) -> FusedGroup:
+def constants_key(key: str, constants: tuple[bool, ...]) -> str:
+    """The structure key of a kernel whose inputs flagged in `constants` are weights."""
+    if not any(constants):
+        return key
+    flags = "".join("c" if c else "-" for c in constants)
+    return hashlib.sha256(f"{key}/{flags}".encode()).hexdigest()
+
+
+def fused_group(node: Node, prepack: bool = True) -> FusedGroup:
+    """The kernel of one Fused node; with `prepack`, constant inputs are marked as weights."""
     if node.op != "Fused" or not isinstance(node.attrs.get("graph"), Graph):
         raise EmberError(f"node '{node.name}' ({node.op}) is not a fused group")
     sub: Graph = node.attrs["graph"]
@@ -145,9 +168,30 @@ def fused_group(node: Node) -> FusedGroup:
                              "inside the group")
     anchor = str(node.attrs.get("anchor", ""))
     pattern = str(node.attrs.get("pattern", ""))
-    key = group_key(sub.nodes, tuple(inputs), sub.outputs)
+    constants = tuple(v.is_constant for v in outer)
+    stages = weight_stages(sub.nodes, inputs, sub.outputs, constants) if prepack else None
+    if stages is None:
+        constants = ()
+    key = constants_key(group_key(sub.nodes, tuple(inputs), sub.outputs), constants)
     return FusedGroup(node.name, sub.nodes, tuple(inputs), sub.outputs, tuple(outer),
-                      node.outputs, key, anchor, pattern)
+                      node.outputs, key, anchor, pattern, constants, stages)
+
+
+def weight_stages(nodes: tuple[Node, ...], inputs: list[Value], outputs: tuple[Value, ...],
+                  constants: tuple[bool, ...]) -> WeightStages | None:
+    """What the group's kernel reads when its weight-only stages are precomputed (None when
+    it has none: no constant input, or nothing but plain reads of them)."""
+    if not any(constants):
+        return None
+    from ember.ops.kernel import group_compute, split_constant_stages
+
+    placeholders, env = group_compute(nodes, inputs)
+    split = split_constant_stages(placeholders, [env[v] for v in outputs], constants)
+    if split.empty:
+        return None
+    packed = tuple((t.name, TensorType(tuple(int(d.value) for d in t.shape),  # type: ignore
+                                       t.dtype)) for t in split.packed)
+    return WeightStages(split.main_inputs, split.pack_inputs, packed)
 
 
 def without_weights(group: FusedGroup) -> FusedGroup:
@@ -164,11 +208,11 @@ def without_weights(group: FusedGroup) -> FusedGroup:
                   for n in group.nodes)
     inputs = tuple(swap.get(v, v) for v in group.inputs)
     return FusedGroup(group.name, nodes, inputs, group.outputs, (), (), group.key,
-                      group.anchor, group.pattern)
+                      group.anchor, group.pattern, group.constants, group.weight_stages)
 
 
-def fused_groups(graph: Graph) -> list[FusedGroup]:
-    return [fused_group(n) for n in graph.nodes]
+def fused_groups(graph: Graph, prepack: bool = True) -> list[FusedGroup]:
+    return [fused_group(n, prepack) for n in graph.nodes]
 
 
 def naive_plan(graph: Graph) -> NaiveMemoryPlan:
