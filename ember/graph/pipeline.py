@@ -8,6 +8,8 @@ Order and why:
 - fold_batch_norm, merge_reshapes, cancel_transposes, then remove_identities again: the
   simplifications expose copies (a cancelled Transpose pair, a Reshape to the same shape).
 - fold_constants again: BN folding leaves constant-only chains behind in some models.
+- convert_layout (level 3) after all simplifications, on the final ops: convolutions and
+  the ops between them move to NCHW[x]c with packed weights, transforms only at the edges.
 - eliminate_dead_code right before fuse_ops: nothing dead is fused.
 - fuse_ops last: every node ends up in a Fused node (at level 0 one per op), which is what
   the executor compiles; plan_memory (ember.graph.memory) then runs over the fused graph.
@@ -27,6 +29,7 @@ from ember.graph.passes.dead_code import eliminate_dead_code
 from ember.graph.passes.fold_batch_norm import fold_batch_norm
 from ember.graph.passes.fold_constants import fold_constants
 from ember.graph.passes.fuse_ops import fuse_ops, wrap_single_ops
+from ember.graph.passes.layout import convert_layout
 from ember.graph.passes.merge_reshapes import merge_reshapes
 from ember.graph.passes.remove_identities import remove_identities
 
@@ -40,7 +43,7 @@ PASSES: dict[int, list[GraphPass]] = {
         remove_identities, fold_constants, eliminate_dead_code, fuse_ops],
     3: [remove_identities, eliminate_dead_code, fold_constants,
         eliminate_common_subexpressions, fold_batch_norm, merge_reshapes, cancel_transposes,
-        remove_identities, fold_constants, eliminate_common_subexpressions,
+        remove_identities, fold_constants, eliminate_common_subexpressions, convert_layout,
         eliminate_dead_code, fuse_ops],
 }
 

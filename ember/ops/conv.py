@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from ember import te
 from ember.errors import ShapeError, UnsupportedOpError
 from ember.graph.ir import TensorType
+from ember.ops.conv_blocked import OPS as BLOCKED_OPS
 from ember.ops.conv_common import (
     AUTO_PADS,
     conv_geometry,
@@ -355,4 +356,5 @@ OPS: dict[str, OpDef] = {
                            _compute_conv_transpose, Pattern.OUT_FUSABLE, schedule_conv,
                            attrs={**_CONV_ATTRS, "output_padding": None,
                                   "output_shape": None}),
+    **BLOCKED_OPS,
 }

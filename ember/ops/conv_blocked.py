@@ -1,0 +1,318 @@
+"""Convolution in the blocked layout NCHW[x]c: the ConvNCHWc and LayoutTransform ops.
+
+A blocked tensor [N, C / x, H, W, x] keeps x channels (the vector width) contiguous, so a
+vector of x output channels is one load or store whatever the stride. ConvNCHWc reads a
+blocked input and weights packed at compile time (ember.graph.passes.layout):
+
+    direct     W[ocb, icb, kh, kw, ii, oi]    (one [ib x ob] panel per tap)
+      conv[n, ocb, oh, ow, oi] = sum_{icb, kh, kw, ii} x[n, icb, oh*s+kh*d, ow*s+kw*d, ii]
+                                                      * W[ocb, icb, kh, kw, ii, oi]
+    depthwise  W[cb, kh, kw, ci]              (group == channels)
+      conv[n, cb, oh, ow, ci] = sum_{kh, kw} x[n, cb, oh*s+kh*d, ow*s+kw*d, ci] * W[cb, kh, kw, ci]
+    winograd   see conv_winograd.py
+
+The direct micro-kernel keeps `oc_tile` channel blocks x `ow_tile` output columns of `conv` in
+vector registers (vectorized over oi, which is contiguous in W and in the output, unrolled
+over the columns, each input value broadcast), streaming the input channels and taps. A 1x1
+convolution is that kernel with one tap: a GEMM over the packed [ib x ob] weight panels.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ember import te
+from ember.errors import ShapeError
+from ember.graph.ir import TensorType
+from ember.ops.conv_common import extent, find_stage, pad_input, pick_tile, shape_of, threads
+from ember.ops.generic import inline_injective, schedule_flat, vector_lanes
+from ember.ops.registry import REQUIRED, Attrs, OpDef, Pattern
+from ember.target import Target
+from ember.te.schedule import Schedule, Stage
+from ember.te.tensor import Tensor
+from ember.tir.expr import Expr
+
+TAG = "ConvNCHWc"
+ALGORITHMS = ("direct", "depthwise", "winograd")
+
+
+# -- knobs ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ConvKnobs:
+    """Choices of the blocked convolution schedules (0 = chosen by `default_knobs`).
+
+    ow_tile: output columns per register tile; oc_tile: output-channel blocks per register
+    tile (direct); registers: accumulators the rule may use (ow_tile * oc_tile, in vector
+    registers of one channel block each); unroll_kw: unroll the kernel-width taps too.
+    """
+
+    ow_tile: int = 0
+    oc_tile: int = 0
+    registers: int = 24
+    unroll_kw: bool = False
+
+
+def default_knobs(out_shape: Sequence[int], knobs: ConvKnobs | None = None,
+                  depthwise: bool = False) -> ConvKnobs:
+    """Fill the 0 knobs for an output [N, OCB, OH, OW, ob]: the widest column tile that
+    divides OW within the register budget, then as many channel blocks as still fit."""
+    knobs = knobs or ConvKnobs()
+    _, ocb, _, ow, _ = out_shape
+    budget = knobs.registers
+    ow_tile = knobs.ow_tile or pick_tile(ow, budget if not depthwise else 16)
+    if ow_tile < 4 < ow and not knobs.ow_tile:
+        ow_tile = min(ow, 8)  # an awkward width (a prime): tail tiles beat 1-column tiles
+    oc_tile = knobs.oc_tile
+    if depthwise:
+        oc_tile = 1
+    elif not oc_tile:
+        oc_tile = max(k for k in (1, 2, 4) if ocb % k == 0 and k * ow_tile <= budget)
+    return ConvKnobs(ow_tile, oc_tile, knobs.registers, knobs.unroll_kw)
+
+
+# -- shapes ---------------------------------------------------------------------------------
+def _pads(attrs: Attrs) -> list[tuple[int, int]]:
+    p = [int(v) for v in attrs["pads"]]
+    return [(p[0], p[2]), (p[1], p[3])]
+
+
+def blocked_geometry(attrs: Attrs, xs: Sequence[int], ws: Sequence[int]
+                     ) -> tuple[int, int, list[int]]:
+    """(output blocks, output block, [OH, OW]) of a ConvNCHWc; checks the shapes."""
+    if len(xs) != 5:
+        raise ShapeError(f"ConvNCHWc: input must be blocked [N, C/x, H, W, x], got {tuple(xs)}")
+    algorithm = attrs["algorithm"]
+    if algorithm not in ALGORITHMS:
+        raise ShapeError(f"ConvNCHWc: algorithm must be one of {ALGORITHMS}, got {algorithm!r}")
+    kh, kw = (int(k) for k in attrs["kernel_shape"])
+    if algorithm == "depthwise":
+        if len(ws) != 4 or ws[0] != xs[1] or ws[3] != xs[4] or tuple(ws[1:3]) != (kh, kw):
+            raise ShapeError(f"ConvNCHWc depthwise: weight {tuple(ws)} must be packed "
+                             f"[{xs[1]}, {kh}, {kw}, {xs[4]}] for input {tuple(xs)}")
+        ocb, ob = xs[1], xs[4]
+    elif algorithm == "winograd":
+        ocb, ob = ws[0], ws[-1]
+    else:
+        if len(ws) != 6 or ws[1] != xs[1] or ws[4] != xs[4] or tuple(ws[2:4]) != (kh, kw):
+            raise ShapeError(f"ConvNCHWc: weight {tuple(ws)} must be packed [OC/ob, {xs[1]}, "
+                             f"{kh}, {kw}, {xs[4]}, ob] for input {tuple(xs)}")
+        ocb, ob = ws[0], ws[5]
+    sh, sw = (int(s) for s in attrs["strides"])
+    dh, dw = (int(d) for d in attrs["dilations"])
+    (pt, pb), (pl, pr) = _pads(attrs)
+    oh = (xs[2] + pt + pb - (kh - 1) * dh - 1) // sh + 1
+    ow = (xs[3] + pl + pr - (kw - 1) * dw - 1) // sw + 1
+    if oh <= 0 or ow <= 0:
+        raise ShapeError(f"ConvNCHWc: input {tuple(xs)} is smaller than the kernel {(kh, kw)}")
+    return ocb, ob, [oh, ow]
+
+
+def _infer_conv_nchwc(attrs: Attrs, inputs: Sequence[TensorType | None]) -> list[TensorType]:
+    x, w = inputs[0], inputs[1]
+    bias = inputs[2] if len(inputs) > 2 else None
+    assert x is not None and w is not None
+    ocb, ob, (oh, ow) = blocked_geometry(attrs, x.shape, w.shape)
+    if bias is not None and bias.shape != (ocb * ob,):
+        raise ShapeError(f"ConvNCHWc: bias B has shape {bias.shape}, expected ({ocb * ob},)")
+    return [TensorType((x.shape[0], ocb, oh, ow, ob), x.dtype)]
+
+
+# -- computes -------------------------------------------------------------------------------
+def _compute_conv_nchwc(attrs: Attrs, inputs: Sequence[Tensor | None]) -> list[Tensor]:
+    x, w = inputs[0], inputs[1]
+    bias = inputs[2] if len(inputs) > 2 else None
+    assert x is not None and w is not None
+    xs, ws = shape_of(x), shape_of(w)
+    ocb, ob, out_sp = blocked_geometry(attrs, xs, ws)
+    if attrs["algorithm"] == "winograd":
+        from ember.ops.conv_winograd import winograd_compute
+
+        conv = winograd_compute(x, w, attrs, out_sp)
+    else:
+        padded = pad_input(x, [*_pads(attrs), (0, 0)], name=f"{TAG}.pad")
+        conv = direct_compute(padded, w, attrs, ocb, ob, out_sp)
+
+    def fout(n: Expr, o: Expr, h: Expr, v: Expr, i: Expr) -> Expr:
+        value = conv[n, o, h, v, i]
+        return value + bias[o * ob + i] if bias is not None else value
+
+    return [te.compute(shape_of(conv), fout, name="conv_out", tag=f"{TAG}.out")]  # type: ignore
+
+
+def direct_compute(x: Tensor, w: Tensor, attrs: Attrs, ocb: int, ob: int,
+                   out_sp: Sequence[int]) -> Tensor:
+    """The direct (or depthwise) blocked convolution of an already padded x."""
+    xs = shape_of(x)
+    kh, kw = (int(k) for k in attrs["kernel_shape"])
+    sh, sw = (int(s) for s in attrs["strides"])
+    dh, dw = (int(d) for d in attrs["dilations"])
+    rh = te.reduce_axis((0, kh), name="kh")
+    rw = te.reduce_axis((0, kw), name="kw")
+    if attrs["algorithm"] == "depthwise":
+        def fdepth(n: Expr, c: Expr, h: Expr, v: Expr, i: Expr) -> Expr:
+            return te.sum(x[n, c, h * sh + rh.var * dh, v * sw + rw.var * dw, i]
+                          * w[c, rh.var, rw.var, i], axis=[rh, rw])
+
+        return te.compute((xs[0], ocb, *out_sp, ob), fdepth, name="conv",  # type: ignore
+                          tag=TAG)
+    rc = te.reduce_axis((0, xs[1]), name="icb")
+    ri = te.reduce_axis((0, xs[4]), name="ii")
+
+    def fdirect(n: Expr, o: Expr, h: Expr, v: Expr, i: Expr) -> Expr:
+        return te.sum(x[n, rc.var, h * sh + rh.var * dh, v * sw + rw.var * dw, ri.var]
+                      * w[o, rc.var, rh.var, rw.var, ri.var, i], axis=[rc, rh, rw, ri])
+
+    return te.compute((xs[0], ocb, *out_sp, ob), fdirect, name="conv", tag=TAG)  # type: ignore
+
+
+# -- schedule -------------------------------------------------------------------------------
+def schedule_conv_nchwc(outs: Sequence[Tensor], target: Target,
+                        knobs: ConvKnobs | None = None) -> Schedule:
+    """Schedule a group whose anchor is ConvNCHWc, with any elementwise epilogue."""
+    s = te.create_schedule([t.op for t in outs])
+    inline_injective(s)
+    conv = find_stage(s, (TAG,))
+    assert conv is not None, "schedule_conv_nchwc: no ConvNCHWc stage in the group"
+    winograd = find_stage(s, (f"{TAG}.winograd",))
+    if winograd is not None:
+        from ember.ops.conv_winograd import schedule_winograd
+
+        return schedule_winograd(s, outs, conv, target, knobs)
+    pad = find_stage(s, (f"{TAG}.pad",))
+    conv_shape = shape_of(conv.op.outputs[0])
+    if len(outs) != 1 or shape_of(outs[0]) != conv_shape:
+        # unusual group (several outputs): the convolution whole, then each output
+        if pad is not None:
+            schedule_flat(pad, target)
+        conv.compute_root()
+        _schedule_direct(s, conv, conv, pad, target, knobs, root=True)
+        for t in outs:
+            schedule_flat(s[t], target, str(t.dtype))
+        return s
+    _schedule_direct(s, s[outs[0]], conv, pad, target, knobs)
+    return s
+
+
+def _schedule_direct(s: Schedule, out: Stage, conv: Stage, pad: Stage | None, target: Target,
+                     knobs: ConvKnobs | None, root: bool = False) -> None:
+    depthwise = len(conv.op.reduce_axis) == 2  # type: ignore[attr-defined]
+    shape = shape_of(conv.op.outputs[0])
+    k = default_knobs(shape, knobs, depthwise)
+    n, o, h, v, i = out.op.axis if not root else conv.op.axis  # type: ignore[attr-defined]
+    stage = conv if root else out
+    oo, oi = stage.split(o, k.oc_tile)
+    vo, vi = stage.split(v, k.ow_tile)
+    stage.reorder(n, oo, h, vo, oi, vi, i)
+    outer = stage.fuse(n, oo, h)
+    at = vo
+    if extent(outer) < 2 * threads() and extent(vo) > 1:
+        outer = at = stage.fuse(outer, vo)
+    stage.parallel(outer)
+    if pad is not None:
+        if depthwise and not root:
+            # the input rows one output row needs, padded right before use (in cache)
+            pad.compute_at(stage, outer)
+            pad.vectorize(pad.op.axis[-1])  # type: ignore[attr-defined]
+        else:
+            schedule_flat(pad, target)
+    if not root:
+        stage.vectorize(i)
+        conv.compute_at(stage, at)
+        _, co, _, cv, ci = conv.op.axis  # type: ignore[attr-defined]
+        inner = [co, cv, ci]
+    else:
+        inner = [oi, vi, i]
+    reduce_axes = list(conv.op.reduce_axis)  # type: ignore[attr-defined]
+    if depthwise:
+        rh, rw = reduce_axes
+        conv.reorder(rh, rw, *inner)
+        if k.unroll_kw:
+            conv.unroll(rw)
+    else:
+        rc, rh, rw, ri = reduce_axes
+        conv.reorder(rc, rh, rw, ri, *inner)
+        if k.unroll_kw:
+            conv.unroll(rw)
+    conv.unroll(inner[0])
+    conv.unroll(inner[1])
+    conv.vectorize(inner[2])
+
+
+# -- layout transform -----------------------------------------------------------------------
+def _infer_layout(attrs: Attrs, inputs: Sequence[TensorType | None]) -> list[TensorType]:
+    x = inputs[0]
+    assert x is not None
+    src, dst = int(attrs["src_block"]), int(attrs["dst_block"])
+    if (len(x.shape) != 5 if src else len(x.shape) != 4):
+        raise ShapeError(f"LayoutTransform: input {x.shape} does not match src_block={src}")
+    channels = x.shape[1] * x.shape[4] if src else x.shape[1]
+    if src and x.shape[4] != src:
+        raise ShapeError(f"LayoutTransform: input block {x.shape[4]} != src_block={src}")
+    if dst and channels % dst:
+        raise ShapeError(f"LayoutTransform: {channels} channels are no multiple of {dst}")
+    n, _, hh, ww = x.shape[:4]
+    shape = (n, channels // dst, hh, ww, dst) if dst else (n, channels, hh, ww)
+    return [TensorType(shape, x.dtype)]
+
+
+def _compute_layout(attrs: Attrs, inputs: Sequence[Tensor | None]) -> list[Tensor]:
+    x = inputs[0]
+    assert x is not None
+    src, dst = int(attrs["src_block"]), int(attrs["dst_block"])
+    (out_type,) = _infer_layout(attrs, [TensorType(shape_of(x), x.dtype)])  # type: ignore
+
+    def read(n: Expr, c: Expr, h: Expr, w: Expr) -> Expr:
+        return x[n, c // src, h, w, c % src] if src else x[n, c, h, w]
+
+    if dst:
+        def fblocked(n: Expr, co: Expr, h: Expr, w: Expr, ci: Expr) -> Expr:
+            return read(n, co * dst + ci, h, w)
+
+        fcompute = fblocked
+    else:
+        fcompute = read  # type: ignore[assignment]
+    return [te.compute(out_type.shape, fcompute, name="layout",  # type: ignore[list-item]
+                       tag="LayoutTransform")]
+
+
+# -- numpy helpers (compile-time packing, tests) --------------------------------------------
+def to_blocked(x: np.ndarray, block: int) -> np.ndarray:
+    """NCHW -> NCHW[block]c."""
+    n, c, h, w = x.shape
+    return np.ascontiguousarray(x.reshape(n, c // block, block, h, w).transpose(0, 1, 3, 4, 2))
+
+
+def from_blocked(x: np.ndarray) -> np.ndarray:
+    """NCHW[x]c -> NCHW."""
+    n, cb, h, w, b = x.shape
+    return np.ascontiguousarray(x.transpose(0, 1, 4, 2, 3).reshape(n, cb * b, h, w))
+
+
+def pack_direct(w: np.ndarray, ib: int, ob: int) -> np.ndarray:
+    """OIHW weights -> [OC/ob, IC/ib, KH, KW, ib, ob]."""
+    oc, ic, kh, kw = w.shape
+    return np.ascontiguousarray(
+        w.reshape(oc // ob, ob, ic // ib, ib, kh, kw).transpose(0, 2, 4, 5, 3, 1))
+
+
+def pack_depthwise(w: np.ndarray, block: int) -> np.ndarray:
+    """[C, 1, KH, KW] depthwise weights -> [C/block, KH, KW, block]."""
+    c, _, kh, kw = w.shape
+    return np.ascontiguousarray(w.reshape(c // block, block, kh, kw).transpose(0, 2, 3, 1))
+
+
+OPS: dict[str, OpDef] = {
+    "ConvNCHWc": OpDef("ConvNCHWc", ("X", "W", "B"), _infer_conv_nchwc, _compute_conv_nchwc,
+                       Pattern.OUT_FUSABLE, schedule_conv_nchwc,
+                       attrs={"kernel_shape": REQUIRED, "strides": (1, 1),
+                              "dilations": (1, 1), "pads": (0, 0, 0, 0),
+                              "algorithm": "direct"}),
+    "LayoutTransform": OpDef("LayoutTransform", ("X",), _infer_layout, _compute_layout,
+                             Pattern.INJECTIVE, attrs={"src_block": 0, "dst_block": 0}),
+}
+
+__all__ = ["ALGORITHMS", "OPS", "ConvKnobs", "default_knobs", "from_blocked", "pack_depthwise",
+           "pack_direct", "schedule_conv_nchwc", "to_blocked", "vector_lanes"]
