@@ -434,12 +434,13 @@ class _Importer:
             results.append(env[formal] if wanted else None)
         return results
 
-    def inline_graph(self, ctx: NodeContext, graph: GraphProto) -> list[Value | None]:
+    def inline_graph(self, ctx: NodeContext, graph: GraphProto, prefix: str
+                     ) -> list[Value | None]:
         """Convert a subgraph that sees the enclosing scope (an If branch) in place."""
         env: ChainMap[str, Value | None] = ChainMap({}, ctx.env)
         for tensor in graph.initializer:
             env[tensor.name] = self._initializer(tensor.name, tensor)
-        self._convert_nodes(graph.node, env, ctx.opsets, ctx.label + "/")
+        self._convert_nodes(graph.node, env, ctx.opsets, prefix)
         return [env[o.name] for o in graph.output]
 
 
@@ -575,15 +576,34 @@ def convert_size(imp: _Importer, ctx: NodeContext) -> list[Value | None]:
 
 
 def convert_if(imp: _Importer, ctx: NodeContext) -> list[Value | None]:
-    """If with a constant condition: the chosen branch is inlined."""
+    """If with a constant condition: the chosen branch is inlined. With a run-time condition
+    both branches are inlined and Where picks between their results (equal types needed)."""
     cond = ctx.values[0]
     assert cond is not None
-    if not cond.is_constant:
-        raise UnsupportedOpError("a condition computed at run time is not supported (only "
-                                 "constant conditions, whose branch is inlined)")
-    taken = bool(np.asarray(cond.data).reshape(-1)[0])
-    branch = ctx.attrs["then_branch" if taken else "else_branch"]
-    return imp.inline_graph(ctx, branch)
+    then_graph, else_graph = ctx.attrs["then_branch"], ctx.attrs["else_branch"]
+    if cond.is_constant:
+        taken = bool(np.asarray(cond.data).reshape(-1)[0])
+        return imp.inline_graph(ctx, then_graph if taken else else_graph, ctx.label + "/")
+    if cond.type.size != 1:
+        raise UnsupportedOpError(f"the condition has {cond.type.size} elements, expected 1")
+    then_values = imp.inline_graph(ctx, then_graph, ctx.label + "/then/")
+    else_values = imp.inline_graph(ctx, else_graph, ctx.label + "/else/")
+    if any(v is _UNKNOWN for v in [*then_values, *else_values]):
+        return [_UNKNOWN] * len(then_values)
+    if cond.type.ndim:
+        (cond,) = imp.builder.add("Reshape", [cond], {"shape": ()}, name=f"{ctx.label}/cond")
+    outputs: list[Value | None] = []
+    for index, (a, b) in enumerate(zip(then_values, else_values)):
+        assert a is not None and b is not None
+        if a.type != b.type:
+            raise UnsupportedOpError(f"with a condition computed at run time, both branches "
+                                     f"must give the same types; output {index} is {a.type} "
+                                     f"in then_branch and {b.type} in else_branch")
+        name = ctx.node.output[index] if index < len(ctx.node.output) else ""
+        (out,) = imp.builder.add("Where", [cond, a, b], name=ctx.label,
+                                 output_names=[name] if name else None)
+        outputs.append(out)
+    return outputs
 
 
 CONVERTERS: dict[str, Converter] = {

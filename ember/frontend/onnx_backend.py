@@ -150,8 +150,9 @@ def _static(vi: onnx.ValueInfoProto) -> bool:
 
 
 def _only_dynamic(err: UnsupportedModelError) -> bool:
-    """Whether every problem is an input that must be constant (binding it may fix them)."""
-    return bool(err.dynamic_inputs) and all("must be a constant" in p for p in err.problems)
+    """Whether binding graph inputs may fix the problems: some input must be a constant (the
+    other problems may follow from it, e.g. an If whose branches' shapes depend on it)."""
+    return bool(err.dynamic_inputs)
 
 
 class EmberBackend(Backend):

@@ -109,6 +109,24 @@ def test_if_with_constant_condition_is_inlined():
     assert ops_of(graph) == ["Abs"]
 
 
+def test_if_with_run_time_condition_selects_between_branches():
+    then_graph = helper.make_graph([helper.make_node("Neg", ["x"], ["t"])], "then", [],
+                                   [tensor("t", [3])])
+    else_graph = helper.make_graph([helper.make_node("Mul", ["x", "x"], ["e"])], "else", [],
+                                   [tensor("e", [3])])
+    nodes = [helper.make_node("If", ["cond"], ["y"], then_branch=then_graph,
+                              else_branch=else_graph)]
+    model = make_model(nodes, [tensor("cond", [1], TensorProto.BOOL), tensor("x", [3])],
+                       [tensor("y", [3])])
+    graph = from_onnx(model)
+    assert ops_of(graph)[-1] == "Where"
+    compiled = ember.compile(graph)
+    x = np.array([1.0, -2.0, 3.0], np.float32)
+    for cond in (True, False):
+        (got,) = compiled.run([np.array([cond]), x])
+        np.testing.assert_array_equal(got, -x if cond else x * x)
+
+
 def test_schema_function_is_expanded(monkeypatch):
     # an op ember lacks but ONNX defines as a function becomes its body
     table = all_ops()
