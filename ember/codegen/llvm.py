@@ -204,7 +204,9 @@ class FunctionEmitter(ExprEmitter):
                 ptr = self.entry_builder.alloca(ir.ArrayType(I8, total), name=buf.name)
                 ptr.align = ALLOC_ALIGN
                 ptr.type = PTR  # an opaque pointer, like every other pointer here
+                self.private[buf.data] = count
                 self._with_buffer(buf, ptr, s.body)
+                del self.private[buf.data]
                 return
             nbytes: ir.Value = ir.Constant(I64, total)
         else:

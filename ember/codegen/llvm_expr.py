@@ -96,6 +96,8 @@ class ExprEmitter:
         self.builder = builder
         self.vars: dict[Var, ir.Value] = {}
         self.buffers: dict[Var, ir.Value] = {}  # Buffer.data -> pointer
+        # stack buffers of this function (private to the thread running it): element count
+        self.private: dict[Var, int] = {}
         self.fmf: tuple[str, ...] = ("fast",) if fast_math else ("contract",)
 
     def expr(self, e: Expr) -> ir.Value:

@@ -28,6 +28,14 @@ def _is_contiguous(index: Expr) -> bool:
     return isinstance(index, Ramp) and isinstance(index.stride, IntImm) and index.stride.value == 1
 
 
+def _private_in_bounds(em: ExprEmitter, buffer: Buffer, index: Ramp) -> bool:
+    """Whether all lanes of `index` fall inside a stack buffer of this function (which no
+    other thread sees): then a masked access may touch the masked-off lanes too."""
+    count = em.private.get(buffer.data)
+    return (count is not None and isinstance(index.base, IntImm)
+            and 0 <= index.base.value and index.base.value + index.lanes <= count)
+
+
 def _mask(em: ExprEmitter, predicate: Expr | None, lanes: int) -> ir.Value:
     if predicate is None:
         return ir.Constant(ir.VectorType(I1, lanes), [ir.Constant(I1, 1)] * lanes)
@@ -69,6 +77,9 @@ def emit_load(em: ExprEmitter, e: Load) -> ir.Value:
         ptr = em.element_pointer(base, elem, em.expr(index.base))
         if e.predicate is None:
             value = b_.load(ptr, typ=ty, align=align)
+        elif _private_in_bounds(em, e.buffer, index):  # a plain load keeps it in registers
+            mask = _mask(em, e.predicate, dtype.lanes)
+            value = b_.select(mask, b_.load(ptr, typ=ty, align=align), ir.Constant(ty, None))
         else:
             mask = _mask(em, e.predicate, dtype.lanes)
             fn = em.declare(f"llvm.masked.load.{type_suffix(ty)}.p0", ty,
@@ -130,6 +141,10 @@ def emit_store(em: ExprEmitter, s: Store) -> None:
         ptr = em.element_pointer(base, elem, em.expr(index.base))
         if s.predicate is None:
             b_.store(value, ptr, align=align)
+        elif _private_in_bounds(em, s.buffer, index):  # blend: no masked store to reload
+            mask = _mask(em, s.predicate, lanes)
+            old = b_.load(ptr, typ=ty, align=align)
+            b_.store(b_.select(mask, value, old), ptr, align=align)
         else:
             mask = _mask(em, s.predicate, lanes)
             fn = em.declare(f"llvm.masked.store.{type_suffix(ty)}.p0", ir.VoidType(),

@@ -7,7 +7,7 @@ computes the window reduction per output-row tile, vectorized over the output wi
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from ember import dtype as dt
 from ember import te
@@ -124,15 +124,61 @@ class _Window:
         return total
 
 
+def _separable(win: _Window, fill: Expr, reduce: Callable[..., Expr], name: str, tag: str,
+               pre: Callable[[Expr], Expr] | None = None) -> Tensor:
+    """The window reduction in two stages: `rows` reduces the taps of the leading spatial
+    dimensions for every (padded) position of the last one, `fill` outside the input; the
+    pool stage reduces the last dimension's taps over `rows`, without a bounds test."""
+    last = win.nsp - 1
+    before = win.pads[last][0]
+    stride, dil = win.strides[last], win.dilations[last]
+    width = (win.out[last] - 1) * stride + (win.kernel[last] - 1) * dil + 1
+    size = win.xs[-1]
+    lead = win.ks[:last]
+
+    def frow(n: Expr, c: Expr, *sp: Expr) -> Expr:
+        conds, idx = [], []
+        for d in range(last):
+            p = win.position(d, sp[d], lead[d].var)
+            low, high = win.clipped(d)
+            if low:
+                conds.append(p >= 0)
+            if high:
+                conds.append(p < win.xs[2 + d])
+            idx.append(p)
+        q = sp[last] - before if before else sp[last]
+        if before:
+            conds.append(q >= 0)
+        if width - before > size:
+            conds.append(q < size)
+        value = win.x[(n, c, *idx, q)]
+        if pre is not None:
+            value = pre(value)
+        if conds:
+            value = te.if_then_else(te.all(*conds), value, fill)
+        return reduce(value, axis=lead)
+
+    rows = te.compute((win.xs[0], win.xs[1], *win.out[:last], width), frow,
+                      name=f"{name}_rows", tag=f"{tag}.rows")
+    k = win.ks[last]
+    return te.compute((win.xs[0], win.xs[1], *win.out),
+                      lambda n, c, *sp: reduce(rows[(n, c, *sp[:last], sp[last] * stride
+                                                     + k.var * dil)], axis=[k]),
+                      name=name, tag=tag)
+
+
 def _compute_maxpool(attrs: Attrs, inputs: Sequence[Tensor | None]) -> list[Tensor]:
     x = inputs[0]
     assert x is not None
     win = _Window(attrs, x)
     low = te.min_value(x.dtype)
     n_, c_ = win.xs[0], win.xs[1]
-    pooled = te.compute((n_, c_, *win.out),
-                        lambda n, c, *sp: te.max(win.read(n, c, sp, low), axis=win.ks),
-                        name="maxpool", tag="MaxPool")
+    if win.nsp > 1:
+        pooled = _separable(win, low, te.max, "maxpool", "MaxPool")
+    else:
+        pooled = te.compute((n_, c_, *win.out),
+                            lambda n, c, *sp: te.max(win.read(n, c, sp, low), axis=win.ks),
+                            name="maxpool", tag="MaxPool")
     y = te.compute((n_, c_, *win.out), lambda *i: pooled[i], name="maxpool_out",
                    tag="MaxPool.out")
     column_major = int(attrs.get("storage_order", 0)) == 1
@@ -167,8 +213,12 @@ def _compute_avgpool(attrs: Attrs, inputs: Sequence[Tensor | None]) -> list[Tens
     win = _Window(attrs, x)
     zero = te.const(0, x.dtype)
     shape = (win.xs[0], win.xs[1], *win.out)
-    total = te.compute(shape, lambda n, c, *sp: te.sum(win.read(n, c, sp, zero), axis=win.ks),
-                       name="avgpool", tag="AveragePool")
+    if win.nsp > 1:
+        total = _separable(win, zero, te.sum, "avgpool", "AveragePool")
+    else:
+        total = te.compute(shape,
+                           lambda n, c, *sp: te.sum(win.read(n, c, sp, zero), axis=win.ks),
+                           name="avgpool", tag="AveragePool")
     include = bool(attrs.get("count_include_pad", 0))
 
     def fout(n: Expr, c: Expr, *sp: Expr) -> Expr:
@@ -195,9 +245,12 @@ def _compute_lppool(attrs: Attrs, inputs: Sequence[Tensor | None]) -> list[Tenso
             return te.abs(v)
         return te.pow(te.abs(v), te.const(p, x.dtype))
 
-    total = te.compute(shape, lambda n, c, *sp: te.sum(power(win.read(n, c, sp, zero)),
-                                                       axis=win.ks),
-                       name="lppool", tag="LpPool")
+    if win.nsp > 1:
+        total = _separable(win, zero, te.sum, "lppool", "LpPool", pre=power)
+    else:
+        total = te.compute(shape, lambda n, c, *sp: te.sum(power(win.read(n, c, sp, zero)),
+                                                           axis=win.ks),
+                           name="lppool", tag="LpPool")
 
     def root(v: Expr) -> Expr:
         if p == 2.0:
@@ -212,29 +265,37 @@ def _compute_lppool(attrs: Attrs, inputs: Sequence[Tensor | None]) -> list[Tenso
 
 def schedule_pool(outs: Sequence[Tensor], target: Target, ow_tile: int | None = None
                   ) -> Schedule:
-    """Per output tile: the window reduction vectorized over the output width."""
+    """Parallel over output rows (N * C * leading output dims); per row, the `rows` stage of
+    a separable pool vectorized over the padded width, then per tile of `ow_tile` outputs
+    (default: the vector width) the last dimension's taps, vectorized over the outputs."""
     s = te.create_schedule([t.op for t in outs])
     inline_injective(s)
     pool = find_stage(s, POOL_TAGS)
+    rows = find_stage(s, tuple(f"{t}.rows" for t in POOL_TAGS))
     reductions = [st for st in s.stages if isinstance(st.op, ComputeOp) and st.op.reduce_axis
                   and not st.is_output]
-    if (pool is None or len(outs) != 1 or len(reductions) != 1
+    if (pool is None or len(outs) != 1 or len(reductions) != 1 + (rows is not None)
             or shape_of(outs[0]) != shape_of(pool.op.outputs[0])):
         return schedule_reduction(outs, target)
     out = s[outs[0]]
     n, c, *sp = out.op.axis  # type: ignore[attr-defined]
     width = extent(sp[-1])
-    tile = ow_tile or pick_tile(width, 32)
-    if tile < 4 and width > 32:
-        tile = 16
+    lanes = target.vector_lanes(pool.op.outputs[0].dtype)
+    tile = ow_tile or min(lanes, width)
     wo, wi = out.split(sp[-1], tile)
-    outer = out.fuse(n, c, *sp[:-1])
-    out.parallel(outer)
+    plane = out.fuse(n, c)
+    out.parallel(plane)
     out.vectorize(wi)
     pool.compute_at(out, wo)
     pw = pool.op.axis[-1]  # type: ignore[attr-defined]
     pool.reorder(*pool.op.reduce_axis, pw)  # type: ignore[attr-defined]
     pool.vectorize(pw)
+    if rows is not None:
+        rows.compute_at(out, plane)
+        rw = rows.op.axis[-1]  # type: ignore[attr-defined]
+        rwo, rwi = rows.split(rw, min(lanes, extent(rw)))
+        rows.reorder(rwo, *rows.op.reduce_axis, rwi)  # type: ignore[attr-defined]
+        rows.vectorize(rwi)
     return s
 
 
@@ -252,10 +313,22 @@ def _global(kind: str) -> OpDef:
         x = inputs[0]
         assert x is not None
         xs = shape_of(x)
-        ks = [te.reduce_axis((0, k), name=f"k{d}") for d, k in enumerate(xs[2:])]
-        shape = (xs[0], xs[1]) + (1,) * len(ks)
+        plane = 1
+        for size in xs[2:]:
+            plane *= size
+        # one reduction axis over the contiguous plane (vectorizes like a row reduction)
+        k = te.reduce_axis((0, plane), name="k")
+        shape = (xs[0], xs[1]) + (1,) * (len(xs) - 2)
         reducer = te.sum if kind == "GlobalAveragePool" else te.max
-        red = te.compute(shape, lambda n, c, *_: reducer(x[(n, c, *ks)], axis=ks),
+
+        def position(flat: Expr) -> list[Expr]:
+            idx = []
+            for size in reversed(xs[3:]):
+                idx.append(flat % size)
+                flat = flat // size
+            return [flat, *reversed(idx)]
+
+        red = te.compute(shape, lambda n, c, *_: reducer(x[(n, c, *position(k.var))], axis=[k]),
                          name=kind.lower(), tag=kind)
         if kind == "GlobalMaxPool":
             return [red]  # type: ignore[list-item]

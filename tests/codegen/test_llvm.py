@@ -565,3 +565,28 @@ def test_strided_load_assembly_has_no_gather() -> None:
     asm = emit_assembly([func], HOST)
     assert "gather" not in asm
     assert "vperm" in asm or "vshufps" in asm
+
+
+def test_masked_accesses_to_a_private_stack_buffer_become_blends() -> None:
+    # acc (16 lanes, stack) keeps the running max of the first 10 lanes of each row, read and
+    # written under a lane mask; the masked store to `out` (a parameter) stays masked
+    rows, width = 6, 10
+    src, out = buffer("src", (rows * 16,), "float32"), buffer("out", (16,), "float32")
+    acc = buffer("acc", (16,), "float32", scope="local")
+    r = Var("r")
+    keep = Ramp(const(0), const(1), 16) < Broadcast(const(width), 16)
+    lanes = ramp(const(0), 16)
+    body = Allocate(acc, seq(
+        Store(acc, Broadcast(const(-1e30, "float32"), 16), (lanes,), predicate=keep),
+        For(r, const(0), const(rows), ForKind.SERIAL,
+            Store(acc, Max(Load(acc, (lanes,), predicate=keep),
+                           Load(src, (ramp(r * 16, 16),), predicate=keep)), (lanes,),
+                  predicate=keep)),
+        Store(out, Load(acc, (lanes,), predicate=keep), (lanes,), predicate=keep)))
+    mod = build_llvm(PrimFunc("blend", (src, out), body))
+    assert mod.sources["ll"].count("llvm.masked.store") >= 1
+    assert "alloca" not in mod.sources["ll"]  # promoted to registers
+    values, result = rand("float32", rows * 16), np.full(16, 5, "float32")
+    mod(values, result)
+    expected = np.concatenate([values.reshape(rows, 16)[:, :width].max(axis=0), np.full(6, 5)])
+    np.testing.assert_array_equal(result, expected.astype("float32"))

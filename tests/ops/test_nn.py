@@ -161,3 +161,59 @@ def test_unsupported_attribute_values():
         b.add("AveragePool", [x])
     with pytest.raises(ShapeError, match="kernel_shape"):
         b.add("MaxPool", [x], {"kernel_shape": [2]})
+
+
+# -- separable pools: full vectors and tails, 3-D windows, fused epilogues -----------------
+WIDE_POOL_CASES = [
+    ("MaxPool", (1, 3, 19, 37), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    ("MaxPool", (1, 2, 15, 40), {"kernel_shape": [3, 3], "strides": [2, 2], "ceil_mode": 1}),
+    ("MaxPool", (1, 2, 12, 35), {"kernel_shape": [2, 3], "dilations": [2, 2], "pads": [0, 2, 1, 1]}),
+    ("AveragePool", (1, 3, 14, 34), {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}),
+    ("AveragePool", (1, 2, 13, 33), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1],
+                                     "count_include_pad": 1}),
+    ("LpPool", (1, 2, 9, 36), {"kernel_shape": [3, 2], "strides": [1, 2], "p": 2}),
+    ("MaxPool", (1, 2, 5, 6, 33), {"kernel_shape": [2, 3, 3], "strides": [1, 2, 2],
+                                   "pads": [0, 1, 1, 1, 0, 1]}),
+    ("AveragePool", (1, 2, 5, 6, 20), {"kernel_shape": [3, 2, 3], "strides": [2, 1, 2]}),
+]
+
+
+@pytest.mark.parametrize("op, shape, attrs", WIDE_POOL_CASES)
+def test_wide_and_3d_pools_match_onnxruntime(op, shape, attrs):
+    check_op(op, [rand(*shape)], attrs, rtol=1e-5, atol=1e-5)
+
+
+def test_pool_schedule_is_separable_and_vectorized():
+    from ember import te
+    from ember.build import optimize
+    from ember.ops.pool import OPS, schedule_pool
+    from ember.target import Target
+    from ember.te.lower import lower
+
+    x = te.placeholder((1, 4, 24, 40), "float32", name="x")
+    opdef = OPS["MaxPool"]
+    attrs = {**opdef.attrs, "kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}
+    (y,) = opdef.compute(attrs, [x])[:1]
+    text = str(optimize(lower(schedule_pool([y], Target("llvm")), [x, y], name="mp")))
+    assert "maxpool_rows = allocate" in text and "# parallel" in text
+    assert "ramp(" in text and ", 2, 16)]" in text  # stride-2 vector reads of the row buffer
+
+
+def test_maxpool_relu_and_global_pools_fused():
+    x = rand(1, 6, 17, 35)
+    b = GraphBuilder("mp")
+    xv = b.input("x", x.shape, "float32")
+    y = b.add("MaxPool", [xv], {"kernel_shape": [3, 3], "strides": [2, 2],
+                                "pads": [1, 1, 1, 1]})[0]
+    (y,) = b.add("Relu", [y])
+    g = b.finish([y])
+    module = build_group("mp", g.nodes, [xv], [y])
+    out = np.zeros(y.type.shape, "float32")
+    module(x, out)
+    (ref,) = onnx_run("MaxPool", [x], {"kernel_shape": [3, 3], "strides": [2, 2],
+                                       "pads": [1, 1, 1, 1]})
+    np.testing.assert_allclose(out, np.maximum(ref, 0), rtol=1e-6)
+    x3 = rand(2, 5, 3, 7, 9)
+    check_op("GlobalAveragePool", [x3], {}, rtol=1e-5, atol=1e-6)
+    check_op("GlobalMaxPool", [x3], {})
+    check_op("GlobalAveragePool", [rand(1, 20, 13, 13)], {}, rtol=1e-5, atol=1e-6)
