@@ -201,8 +201,8 @@ def category(reason: str) -> str:
         (r"training", "training mode is not supported (inference only)"),
         (r"^AssertionError", "wrong results (differ from onnx's expected outputs)"),
         (r"node '[^']*' \([\w.:]+, opset \d+\): (?:\w+: )?(.{0,72})", "{0}"),
-        (r"^(?:[\w.]+\.)?(\w+): .*?(?:node '[^']*' \(|fused group '[^']*' \()?([\w, >-]*\)?:?)"
-         r"\s*(.{0,70})", "{0}: {2}"),
+        ((r"^(?:[\w.]+\.)?(\w+): .*?(?:node '[^']*' \(|fused group '[^']*' \()?"
+          r"([\w, >-]*\)?:?)\s*(.{0,70})"), "{0}: {2}"),
     ]
     for pattern, text in rules:
         m = re.search(pattern, reason)
@@ -270,7 +270,8 @@ def main(argv: list[str] | None = None) -> int:
           f"{'skip':>5} {'crash':>6} {'time':>8}")
     for s in summaries.values():
         print(f"{s['backend']:12} {s['passed']:7d} {s['total']:6d} {s['pass_rate']:6.2f}% "
-              f"{s['failed']:5d} {s['errors']:6d} {s['skipped']:5d} {s['crashed']:6d} {s['seconds']:7.1f}s")
+              f"{s['failed']:5d} {s['errors']:6d} {s['skipped']:5d} {s['crashed']:6d} "
+              f"{s['seconds']:7.1f}s")
     if "ember" in summaries and "onnxruntime" in summaries:
         ort = summaries["onnxruntime"]["passed"]
         ratio = 100.0 * summaries["ember"]["passed"] / ort if ort else 0.0

@@ -64,7 +64,7 @@ def load_model(model: ModelProto | str | bytes | os.PathLike[str]) -> ModelProto
     if isinstance(model, (bytes, bytearray, memoryview)):
         try:
             return onnx.load_model_from_string(bytes(model))
-        except Exception as err:  # protobuf raises DecodeError, RuntimeWarning...
+        except Exception as err:  # noqa: BLE001 - protobuf raises DecodeError, ...
             raise ModelError(f"cannot parse {len(model)} bytes as an ONNX model: {err}") from None
     if isinstance(model, (str, os.PathLike)):
         path = os.fspath(model)
@@ -72,7 +72,7 @@ def load_model(model: ModelProto | str | bytes | os.PathLike[str]) -> ModelProto
             raise ModelError(f"ONNX model file '{path}' does not exist")
         try:
             return onnx.load(path)
-        except Exception as err:
+        except Exception as err:  # noqa: BLE001 - onnx raises many kinds
             raise ModelError(f"cannot read '{path}' as an ONNX model: {err}") from None
     raise ArgumentError(f"from_onnx: expected an onnx.ModelProto, bytes or a path, got "
                         f"{type(model).__name__}")

@@ -188,7 +188,7 @@ class EmberBackend(Backend):
         try:
             schema = onnx.defs.get_schema(node.op_type, opset, node.domain)
             types.update(onnx.shape_inference.infer_node_outputs(schema, node, types))
-        except Exception:  # unknown op: from_onnx reports it with a better message
+        except Exception:  # noqa: BLE001, S110 - unknown op: from_onnx reports it better
             pass
         graph_outputs = [helper.make_value_info(n, types[n]) if n in types else
                          helper.make_tensor_value_info(n, onnx.TensorProto.FLOAT, None)

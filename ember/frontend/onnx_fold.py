@@ -106,7 +106,7 @@ def evaluate(node: NodeProto, opsets: Mapping[str, int],
     func = helper.make_function("ember.fold", "Fold", list(feeds), outputs, [node], imports)
     try:
         results = ReferenceEvaluator(func).run(None, feeds, attributes={})
-    except Exception:  # the reference lacks the op, or rejects these inputs: do not fold
+    except Exception:  # noqa: BLE001 - the reference lacks the op or rejects the inputs
         return None
     arrays_out = []
     for r in results:
@@ -140,7 +140,7 @@ def schema_function(op: str, opset: int, node: NodeProto,
         try:
             raw = schema.get_context_dependent_function_with_opset_version(
                 max(context), node.SerializeToString(), types)
-        except Exception:  # the builder rejects this node: treat as no function
+        except Exception:  # noqa: BLE001 - the builder rejects this node: no function
             return None
     if not raw:
         return None
