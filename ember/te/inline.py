@@ -18,7 +18,8 @@ class _Inline(Mutator):
         indices = tuple(self.visit(i) for i in node.indices)
         entry = self.inlined.get(id(node.tensor.op))
         if entry is None:
-            return node if indices == node.indices else TensorLoad(node.tensor, indices)
+            unchanged = all(a is b for a, b in zip(indices, node.indices))
+            return node if unchanged else TensorLoad(node.tensor, indices)
         op, body = entry
         mapping = {iv.var: idx for iv, idx in zip(op.axis, indices)}
         return substitute(body[node.tensor.value_index], mapping)  # type: ignore[no-any-return]
