@@ -34,9 +34,9 @@ class LayoutRule:
     """What the pass converts and how (the knobs of the layout decision).
 
     block: channels per block (0: the host's float32 vector lanes); min_channels: convs with
-    fewer output channels stay NCHW; winograd: allow Winograd F(2,3) for the 3x3 stride-1
-    convolutions `use_winograd` picks; depthwise / pools / elementwise / concat: convert
-    those kinds of nodes.
+    fewer output channels stay NCHW; winograd: use Winograd F(2,3) for the 3x3 stride-1
+    convolutions `use_winograd` picks (else the direct kernel); depthwise / pools /
+    elementwise / concat: convert those kinds of nodes.
     """
 
     block: int = 0
@@ -68,9 +68,11 @@ def block_of(channels: int, lanes: int) -> int:
 
 
 def use_winograd(x: TensorType, w: TensorType, attrs: dict[str, object]) -> bool:
-    """Winograd F(2,3) for 3x3, stride 1, no dilation, at least 64 input and output channels
-    and an output at least 8 wide: there its 2.25x fewer multiplications beat the cost of the
-    input and output transforms (measured on ResNet-50 and VGG layer shapes)."""
+    """Where Winograd F(2,3) may replace the direct kernel (when LayoutRule.winograd is on):
+    3x3, stride 1, no dilation, at least 64 input and output channels, an output at least 8
+    wide. Off by default: on Zen 4 the direct register-tiled kernel already runs near peak
+    for those layers (ResNet-50: 64@56 and 128@28 direct faster or equal; 256@14 Winograd
+    ~1.2x faster; 512@7 equal), so the transforms' memory traffic eats the 2.25x saving."""
     strides = tuple(attrs.get("strides") or (1, 1))  # type: ignore[arg-type]
     dilations = tuple(attrs.get("dilations") or (1, 1))  # type: ignore[arg-type]
     return (w.shape[2:] == (3, 3) and strides == (1, 1) and dilations == (1, 1)
@@ -187,8 +189,10 @@ class _Converter:
             algorithm, packed = "direct", pack_direct(w.data, ib, ob)
         attrs["algorithm"] = algorithm
         wv = make_constant(f"{w.name}_{algorithm}{ib}x{ob}", packed)
-        inputs = (self.to_blocked(x), wv, bias) if bias is not None else \
-            (self.to_blocked(x), wv)
+        # an NCHW input that is one block (an RGB image) is read as it is, no transform
+        xin = x if ib == channels and x not in self.blocked and algorithm == "direct" \
+            else self.to_blocked(x)
+        inputs = (xin, wv, bias) if bias is not None else (xin, wv)
         y = self.blocked_output(out, ob)
         self.nodes.append(Node("ConvNCHWc", node.name, inputs, (y,), attrs))
         return True

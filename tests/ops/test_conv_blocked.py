@@ -1,0 +1,160 @@
+"""ConvNCHWc (direct, 1x1, depthwise) and LayoutTransform against onnxruntime; knobs; errors."""
+
+import numpy as np
+import pytest
+
+from ember import te
+from ember.build import build
+from ember.errors import ShapeError
+from ember.graph.ir import GraphBuilder
+from ember.ops.conv_blocked import (
+    OPS,
+    ConvKnobs,
+    from_blocked,
+    pack_depthwise,
+    pack_direct,
+    schedule_conv_nchwc,
+    to_blocked,
+)
+from ember.ops.conv_winograd import pack_winograd
+from ember.ops.kernel import run_op
+from ember.target import Target
+from tests.ops.onnx_ref import onnx_run
+
+RNG = np.random.default_rng(5)
+
+
+def rand(*shape: int) -> np.ndarray:
+    return RNG.standard_normal(shape).astype("float32")
+
+
+def blocked_attrs(ws, attrs, algorithm):
+    return {"kernel_shape": tuple(ws[2:]), "strides": tuple(attrs.get("strides", (1, 1))),
+            "dilations": tuple(attrs.get("dilations", (1, 1))),
+            "pads": tuple(attrs.get("pads", (0, 0, 0, 0))), "algorithm": algorithm}
+
+
+CASES = [
+    # (x shape, w shape, ONNX attrs, input block (0: NCHW input), output block)
+    ((1, 16, 9, 10), (32, 16, 3, 3), {"pads": [1, 1, 1, 1]}, 16, 16),
+    ((2, 8, 9, 11), (24, 8, 3, 3), {"pads": [1, 0, 2, 1], "strides": [2, 2]}, 8, 8),
+    ((1, 16, 11, 9), (16, 16, 3, 3), {"strides": [2, 1], "dilations": [2, 2]}, 8, 16),
+    ((1, 32, 7, 7), (64, 32, 1, 1), {}, 16, 16),                    # 1x1: a packed GEMM
+    ((1, 24, 13, 13), (40, 24, 1, 1), {}, 8, 8),                    # width 13: tile tails
+    ((1, 3, 12, 13), (16, 3, 3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 2]}, 0, 16),
+    ((1, 3, 15, 15), (8, 3, 7, 7), {"pads": [3, 3, 3, 3], "strides": [2, 2]}, 3, 8),
+]
+
+
+@pytest.mark.parametrize("xs, ws, attrs, ib, ob", CASES)
+def test_direct_matches_onnxruntime(xs, ws, attrs, ib, ob):
+    x, w, b = rand(*xs), rand(*ws), rand(ws[0])
+    (ref,) = onnx_run("Conv", [x, w, b], attrs)
+    xin = to_blocked(x, ib) if ib else x
+    (got,) = run_op("ConvNCHWc", [xin, pack_direct(w, ib or xs[1], ob), b],
+                    blocked_attrs(ws, attrs, "direct"))
+    np.testing.assert_allclose(from_blocked(got), ref, rtol=1e-4, atol=1e-4)
+
+
+DEPTHWISE = [
+    ((1, 32, 9, 9), {"pads": [1, 1, 1, 1], "strides": [2, 2]}, 16),
+    ((1, 16, 10, 11), {"pads": [1, 1, 1, 1]}, 8),
+    ((2, 16, 12, 10), {"pads": [2, 2, 2, 2], "dilations": [2, 2]}, 16),
+    ((1, 8, 7, 8), {"pads": [0, 1, 1, 0], "strides": [2, 1]}, 8),
+]
+
+
+@pytest.mark.parametrize("xs, attrs, block", DEPTHWISE)
+def test_depthwise_matches_onnxruntime(xs, attrs, block):
+    c = xs[1]
+    x, w, b = rand(*xs), rand(c, 1, 3, 3), rand(c)
+    (ref,) = onnx_run("Conv", [x, w, b], {**attrs, "group": c})
+    (got,) = run_op("ConvNCHWc", [to_blocked(x, block), pack_depthwise(w, block), b],
+                    blocked_attrs(w.shape, attrs, "depthwise"))
+    np.testing.assert_allclose(from_blocked(got), ref, rtol=1e-4, atol=1e-4)
+
+
+WINOGRAD = [
+    ((1, 16, 8, 8), 32, {"pads": [1, 1, 1, 1]}, 16, 16),
+    ((2, 16, 7, 9), 16, {"pads": [1, 0, 1, 2]}, 8, 16),     # odd sizes: partial 2x2 tiles
+    ((1, 8, 6, 5), 8, {}, 8, 8),                             # no padding
+]
+
+
+@pytest.mark.parametrize("xs, oc, attrs, ib, ob", WINOGRAD)
+def test_winograd_matches_onnxruntime(xs, oc, attrs, ib, ob):
+    x, w, b = rand(*xs), rand(oc, xs[1], 3, 3), rand(oc)
+    (ref,) = onnx_run("Conv", [x, w, b], attrs)
+    (got,) = run_op("ConvNCHWc", [to_blocked(x, ib), pack_winograd(w, ib, ob), b],
+                    blocked_attrs(w.shape, attrs, "winograd"))
+    np.testing.assert_allclose(from_blocked(got), ref, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("knobs", [ConvKnobs(ow_tile=3, oc_tile=2), ConvKnobs(ow_tile=5),
+                                   ConvKnobs(oc_tile=1, unroll_kw=True, unroll_ii=True)])
+def test_knobs_keep_the_numbers(knobs):
+    x, w = rand(1, 16, 8, 11), rand(32, 16, 3, 3)
+    op = OPS["ConvNCHWc"]
+    attrs = op.complete_attrs(blocked_attrs(w.shape, {"pads": [1, 1, 1, 1]}, "direct"))
+    xb, wp = to_blocked(x, 8), pack_direct(w, 8, 16)
+    X = te.placeholder(xb.shape, "float32", name="X")
+    W = te.placeholder(wp.shape, "float32", name="W")
+    (out,) = op.compute(attrs, [X, W])
+    module = build(schedule_conv_nchwc([out], Target("llvm"), knobs), [X, W, out])
+    got = np.zeros([int(d.value) for d in out.shape], "float32")
+    module(xb, wp, got)
+    (ref,) = onnx_run("Conv", [x, w], {"pads": [1, 1, 1, 1]})
+    np.testing.assert_allclose(from_blocked(got), ref, rtol=1e-4, atol=1e-4)
+
+
+def test_epilogue_fused_with_blocked_constants():
+    """ConvNCHWc -> Add(per-channel, blocked) -> Clip -> Add(residual) as one kernel."""
+    from ember.ops.kernel import build_group
+
+    x, w, res = rand(1, 16, 6, 7), rand(16, 16, 3, 3), rand(1, 16, 6, 7)
+    shift = rand(16)
+    b = GraphBuilder("g")
+    xv, rv = b.input("x", (1, 1, 6, 7, 16), "float32"), b.input("r", (1, 1, 6, 7, 16), "float32")
+    wv = b.constant("w", pack_direct(w, 16, 16))
+    sv = b.constant("s", shift.reshape(1, 1, 1, 1, 16))
+    (y,) = b.add("ConvNCHWc", [xv, wv], blocked_attrs(w.shape, {"pads": [1] * 4}, "direct"))
+    (y,) = b.add("Add", [y, sv])
+    (y,) = b.add("Clip", [y], {"min": 0.0, "max": 1.0})
+    (y,) = b.add("Add", [y, rv])
+    g = b.finish([y])
+    module = build_group("g", g.nodes, [xv, wv, sv, rv], [y])
+    out = np.zeros(y.type.shape, "float32")
+    module(to_blocked(x, 16), wv.data, sv.data, to_blocked(res, 16), out)
+    (conv,) = onnx_run("Conv", [x, w], {"pads": [1] * 4})
+    want = np.clip(conv + shift.reshape(1, 16, 1, 1), 0, 1) + res
+    np.testing.assert_allclose(from_blocked(out), want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("shape, src, dst", [((2, 24, 5, 6), 0, 8), ((1, 3, 4, 5), 0, 3),
+                                             ((1, 2, 5, 3, 16), 16, 0),
+                                             ((1, 4, 3, 3, 8), 8, 16)])
+def test_layout_transform(shape, src, dst):
+    x = rand(*shape)
+    (got,) = run_op("LayoutTransform", [x], {"src_block": src, "dst_block": dst})
+    plain = from_blocked(x) if src else x
+    want = to_blocked(plain, dst) if dst else plain
+    np.testing.assert_array_equal(got, want)
+
+
+def test_shape_errors():
+    b = GraphBuilder("bad")
+    x = b.input("x", (1, 2, 8, 8, 16), "float32")
+    w = b.constant("w", rand(4, 3, 3, 3, 16, 16))
+    with pytest.raises(ShapeError, match=r"weight \(4, 3, 3, 3, 16, 16\) must be packed"):
+        b.add("ConvNCHWc", [x, w], {"kernel_shape": (3, 3)})
+    dw = b.constant("dw", rand(2, 3, 3, 8))
+    with pytest.raises(ShapeError, match="depthwise: weight"):
+        b.add("ConvNCHWc", [x, dw], {"kernel_shape": (3, 3), "algorithm": "depthwise"})
+    wino = b.constant("u", rand(16, 2, 2, 16, 16))
+    with pytest.raises(ShapeError, match="winograd: needs a 3x3 stride-1"):
+        b.add("ConvNCHWc", [x, wino], {"kernel_shape": (3, 3), "strides": (2, 2),
+                                       "algorithm": "winograd"})
+    with pytest.raises(ShapeError, match="algorithm must be one of"):
+        b.add("ConvNCHWc", [x, w], {"kernel_shape": (3, 3), "algorithm": "fft"})
+    with pytest.raises(ShapeError, match="no multiple of 16"):
+        b.add("LayoutTransform", [b.input("y", (1, 24, 4, 4), "float32")], {"dst_block": 16})
