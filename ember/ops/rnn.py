@@ -1,9 +1,12 @@
 """Recurrent ops (ONNX semantics): LSTM and GRU as te.scan recurrences over time.
 
-Per direction: the input projection x @ W^T (+ biases) for all steps is one reduction
-before the scan; inside the scan, step t computes h[t-1] @ R^T with R packed as
-[k, gate, j] (vectorized over j, the gates unrolled), then the gate activations and the new
-states. Steps past a batch entry's sequence_lens keep its state and output zeros.
+Per direction: the input projection x @ W^T (+ biases) for all steps is one matrix product
+before the scan, [T * B, I] x [I, G * H] with W packed in panels of 32 columns (a register
+tiled GEMM); inside the scan, step t computes h[t-1] @ R^T with R packed as
+[j block, k, gate, 32 j] so each step streams R once, contiguously, into 4 x 2 vector
+accumulators per block; then the gate activations and the new states. Both packs read only
+the weights, so they run at compile time when W and R are constants. Steps past a batch
+entry's sequence_lens keep their state and output zeros.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from collections.abc import Callable, Sequence
 from ember import te
 from ember.errors import ShapeError, UnsupportedOpError
 from ember.graph.ir import TensorType
-from ember.ops.conv import extent, pick_tile, shape_of
+from ember.ops.conv_common import extent, pick_tile, shape_of
 from ember.ops.generic import schedule_flat
 from ember.ops.registry import Attrs, OpDef, Pattern
 from ember.target import Target
@@ -22,6 +25,10 @@ from ember.te.tensor import ComputeOp, Tensor
 from ember.tir.expr import Expr
 
 Act = Callable[[Expr], Expr]
+
+INPUT_PANEL = 32        # columns of W^T per packed panel (two AVX-512 vectors of float32)
+INPUT_ROWS = 8          # rows of the input projection's register tile
+RECURRENT_BLOCK = 32    # hidden units per block of the packed R (vector lanes of a gate)
 
 
 def _activation(name: str, alpha: float | None, beta: float | None) -> Act:
@@ -181,10 +188,17 @@ def _direction(spec: _Spec, d: int, ins: Sequence[Tensor | None], acts: list[Act
         return te.compute((1, B, H), lambda _, b, j: init[b, d, j], name=name,  # type: ignore
                           tag="RNN.init")
 
-    wt = te.compute((I, G, H), lambda i, g, j: w[d, g * H + j, i], name="w_t",
-                    tag=f"{kind}.pack")
-    rt = te.compute((H, G, H), lambda k, g, j: r[d, g * H + j, k], name="r_t",
-                    tag=f"{kind}.pack")
+    N, PW = G * H, INPUT_PANEL
+    panels = -(-N // PW)
+
+    def fwp(p: Expr, i: Expr, c: Expr) -> Expr:
+        n = p * PW + c
+        return w[d, n, i] if N % PW == 0 else te.if_then_else(n < N, w[d, n, i], zero)
+
+    wp = te.compute((panels, I, PW), fwp, name="w_p", tag=f"{kind}.pack")
+    JW = pick_tile(H, RECURRENT_BLOCK)
+    rp = te.compute((H // JW, H, G, JW), lambda jo, k, g, ji: r[d, g * H + jo * JW + ji, k],
+                    name="r_p", tag=f"{kind}.pack")
     i_ax = te.reduce_axis((0, I), name="i")
 
     def in_bias(g: Expr, j: Expr) -> Expr | None:
@@ -195,16 +209,21 @@ def _direction(spec: _Spec, d: int, ins: Sequence[Tensor | None], acts: list[Act
             return wb + te.if_then_else(g < 2, bias[d, (G + g) * H + j], zero)
         return wb + bias[d, (G + g) * H + j]
 
-    def fxw(t: Expr, b: Expr, g: Expr, j: Expr) -> Expr:
-        return te.sum(x_at(source(t, b), b, i_ax.var) * wt[i_ax, g, j], axis=i_ax)
+    def fxw(row: Expr, n: Expr) -> Expr:
+        t, b = (row, te.const(0)) if B == 1 else (row // B, row % B)
+        return te.sum(x_at(source(t, b), b, i_ax.var) * wp[n // PW, i_ax, n % PW], axis=i_ax)
 
-    xw0 = te.compute((T, B, G, H), fxw, name="xw", tag=f"{kind}.input")
+    xw0 = te.compute((T * B, N), fxw, name="xw", tag=f"{kind}.input")
 
-    def fxwb(t: Expr, b: Expr, g: Expr, j: Expr) -> Expr:
-        extra = in_bias(g, j)
-        return xw0[t, b, g, j] + extra if extra is not None else xw0[t, b, g, j]
+    def fxwb(row: Expr, n: Expr) -> Expr:
+        extra = in_bias(n // H, n % H)
+        return xw0[row, n] + extra if extra is not None else xw0[row, n]
 
-    xw = te.compute((T, B, G, H), fxwb, name="xw_b", tag=f"{kind}.input_bias")
+    xw2 = te.compute((T * B, N), fxwb, name="xw_b", tag=f"{kind}.input_bias")
+
+    def xw(t: Expr, b: Expr, g: Expr | int, j: Expr) -> Expr:
+        """The input projection of step t, batch entry b, gate g, unit j."""
+        return xw2[t * B + b, g * H + j]
     hs = te.placeholder((T + 1, B, H), dtype, name="h_state")
     k_ax = te.reduce_axis((0, H), name="k")
 
@@ -223,11 +242,12 @@ def _direction(spec: _Spec, d: int, ins: Sequence[Tensor | None], acts: list[Act
     if kind == "LSTM":
         cs = te.placeholder((T + 1, B, H), dtype, name="c_state")
         rec = te.compute((T + 1, B, G, H), lambda t, b, g, j: te.sum(
-            hs[t - 1, b, k_ax] * rt[k_ax, g, j], axis=k_ax), name="rec", tag="LSTM.rec")
+            hs[t - 1, b, k_ax] * rp[j // JW, k_ax, g, j % JW], axis=k_ax), name="rec",
+            tag="LSTM.rec")
         f_act, g_act, h_act = acts
 
         def gate(t: Expr, b: Expr, g: int, j: Expr) -> Expr:
-            return xw[t - 1, b, g, j] + rec[t, b, g, j]
+            return xw(t - 1, b, g, j) + rec[t, b, g, j]
 
         def peep_term(g: int, j: Expr, c: Expr) -> Expr:
             return peep[d, g * H + j] * c if peep is not None else zero
@@ -241,14 +261,15 @@ def _direction(spec: _Spec, d: int, ins: Sequence[Tensor | None], acts: list[Act
                 f = f_act(clip(gate(t, b, 2, j) + peep_term(2, j, c_prev)))
             return f * c_prev + i * g_act(clip(gate(t, b, 3, j)))
 
-        def h_new(t: Expr, b: Expr, j: Expr) -> Expr:
-            c = c_new(t, b, j)
-            o = f_act(clip(gate(t, b, 1, j) + peep_term(1, j, c)))
-            return o * h_act(c)
-
         c_upd = te.compute((T + 1, B, H), lambda t, b, j: keep(t, b, c_new(t, b, j),
                                                                 cs[t - 1, b, j]),
                            name="c_update", tag="LSTM.cell")
+
+        def h_new(t: Expr, b: Expr, j: Expr) -> Expr:
+            c = c_upd[t, b, j]  # the new cell state (where the step is valid)
+            o = f_act(clip(gate(t, b, 1, j) + peep_term(1, j, c)))
+            return o * h_act(c)
+
         h_upd = te.compute((T + 1, B, H), lambda t, b, j: keep(t, b, h_new(t, b, j),
                                                                 hs[t - 1, b, j]),
                            name="h_update", tag="LSTM.cell")
@@ -260,25 +281,27 @@ def _direction(spec: _Spec, d: int, ins: Sequence[Tensor | None], acts: list[Act
     f_act, g_act = acts
     rec_g = 3 if lbr else 2
     rec = te.compute((T + 1, B, rec_g, H), lambda t, b, g, j: te.sum(
-        hs[t - 1, b, k_ax] * rt[k_ax, g, j], axis=k_ax), name="rec", tag="GRU.rec")
+        hs[t - 1, b, k_ax] * rp[j // JW, k_ax, g, j % JW], axis=k_ax), name="rec",
+        tag="GRU.rec")
 
     def gate(t: Expr, b: Expr, g: int, j: Expr) -> Expr:
-        return clip(xw[t - 1, b, g, j] + rec[t, b, g, j])
+        return clip(xw(t - 1, b, g, j) + rec[t, b, g, j])
 
     if lbr:
         def candidate(t: Expr, b: Expr, j: Expr) -> Expr:
             rb = bias[d, (G + 2) * H + j] if bias is not None else zero
             reset = f_act(gate(t, b, 1, j))
-            return g_act(clip(xw[t - 1, b, 2, j] + reset * (rec[t, b, 2, j] + rb)))
+            return g_act(clip(xw(t - 1, b, 2, j) + reset * (rec[t, b, 2, j] + rb)))
     else:
         reset_h = te.compute((T + 1, B, H), lambda t, b, k: f_act(gate(t, b, 1, k))
                              * hs[t - 1, b, k], name="reset_h", tag="GRU.reset")
         k2 = te.reduce_axis((0, H), name="k2")
         rec_h = te.compute((T + 1, B, H), lambda t, b, j: te.sum(
-            reset_h[t, b, k2] * rt[k2, 2, j], axis=k2), name="rec_h", tag="GRU.rec_h")
+            reset_h[t, b, k2] * rp[j // JW, k2, 2, j % JW], axis=k2), name="rec_h",
+            tag="GRU.rec_h")
 
         def candidate(t: Expr, b: Expr, j: Expr) -> Expr:
-            return g_act(clip(xw[t - 1, b, 2, j] + rec_h[t, b, j]))
+            return g_act(clip(xw(t - 1, b, 2, j) + rec_h[t, b, j]))
 
     def h_new(t: Expr, b: Expr, j: Expr) -> Expr:
         z = f_act(gate(t, b, 0, j))
@@ -342,23 +365,38 @@ def _compute(kind: str) -> Callable[[Attrs, Sequence[Tensor | None]], list[Tenso
 
 
 # -- schedule -------------------------------------------------------------------------------
-RECURRENT_PARALLEL_MIN = 1 << 16   # multiply-adds per step worth waking the thread pool
-_KEEP = ("RNN.init", "LSTM.cell", "GRU.cell", "LSTM.pack", "GRU.pack", "GRU.reset", "LSTM.input_bias", "GRU.input_bias")
+# multiply-adds per step worth waking the thread pool: each step is a few microseconds of
+# work, about what a wake-up of the sleeping workers costs, so only very wide layers split
+RECURRENT_PARALLEL_MIN = 1 << 21
+_KEEP = ("RNN.init", "LSTM.cell", "GRU.cell", "LSTM.pack", "GRU.pack", "GRU.reset",
+         "LSTM.input_bias", "GRU.input_bias")
 
 
-def _schedule_transpose(stage: Stage, block: int = 16) -> None:
-    """w_t[k, g, j] = W[g * H + j, k] in 16 x 16 blocks: reads stay within cache lines."""
-    k, g, j = stage.op.axis  # type: ignore[attr-defined]
-    ko, ki = stage.split(k, pick_tile(extent(k), block))
-    jo, ji = stage.split(j, pick_tile(extent(j), block))
-    stage.reorder(g, ko, jo, ki, ji)
-    stage.vectorize(ji)
-    stage.parallel(stage.fuse(g, ko))
+def _schedule_projection(s: Schedule, out: Stage, mm: Stage, target: Target) -> None:
+    """The input projection as a register-tiled GEMM: per panel of 32 columns (parallel),
+    row tiles of 8 x 32 accumulators over all of k, the bias added on the tile."""
+    rows, cols = out.op.axis  # type: ignore[attr-defined]
+    width = min(INPUT_PANEL, extent(cols))
+    tile = pick_tile(extent(rows), INPUT_ROWS)
+    if tile < INPUT_ROWS // 2 and extent(rows) > INPUT_ROWS:
+        tile = INPUT_ROWS
+    co, ci = out.split(cols, width)
+    ro, ri = out.split(rows, tile)
+    out.reorder(co, ro, ri, ci)
+    work = extent(rows) * extent(cols) * extent(mm.op.reduce_axis[0])  # type: ignore
+    if work >= RECURRENT_PARALLEL_MIN // 8:
+        out.parallel(co)
+    out.vectorize(ci)
+    mm.compute_at(out, ro)
+    mr, mc = mm.op.axis  # type: ignore[attr-defined]
+    mm.reorder(*mm.op.reduce_axis, mr, mc)  # type: ignore[attr-defined]
+    mm.unroll(mr)
+    mm.vectorize(mc)
 
 
-def schedule_rnn(outs: Sequence[Tensor], target: Target, gate_tile: int = 32) -> Schedule:
-    """Packed weights and the input projection before the scan; per step the recurrent
-    product vectorized over hidden units with the gates unrolled."""
+def schedule_rnn(outs: Sequence[Tensor], target: Target) -> Schedule:
+    """The input projection (a GEMM) before the scan; per step the recurrent product over
+    blocks of 32 hidden units (the gates unrolled, R streamed once), then the cell."""
     s = te.create_schedule([t.op for t in outs])
     for stage in s.stages:
         op = stage.op
@@ -371,18 +409,18 @@ def schedule_rnn(outs: Sequence[Tensor], target: Target, gate_tile: int = 32) ->
             continue
         tag = op.tag
         if tag.endswith(".pack"):
-            _schedule_transpose(stage)
-        elif tag.endswith(".input_bias"):
             schedule_flat(stage, target, str(op.outputs[0].dtype))
-        elif tag.endswith(".input"):
-            t, b, g, j = op.axis
-            jo, ji = stage.split(j, pick_tile(extent(j), gate_tile))
-            stage.reorder(t, b, g, jo, *op.reduce_axis, ji)
-            stage.vectorize(ji)
-            stage.parallel(stage.fuse(t, b, g))
+        elif tag.endswith(".input_bias"):
+            mm = [t for t in s.stages if t.op in [x.op for x in op.input_tensors()]
+                  and isinstance(t.op, ComputeOp) and t.op.tag.endswith(".input")]
+            if mm:
+                _schedule_projection(s, stage, mm[0], target)
+            else:
+                schedule_flat(stage, target, str(op.outputs[0].dtype))
         elif tag.endswith((".rec", ".rec_h")):
             *lead, j = op.axis
-            jo, ji = stage.split(j, pick_tile(extent(j), gate_tile))
+            block = pick_tile(extent(j), RECURRENT_BLOCK)
+            jo, ji = stage.split(j, block)
             if len(lead) == 3:
                 t, b, g = lead
                 stage.reorder(t, b, jo, *op.reduce_axis, g, ji)

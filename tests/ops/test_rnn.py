@@ -91,3 +91,31 @@ def test_rnn_errors():
         b.add("LSTM", [x, w, r], {"hidden_size": H, "activations": ["Gelu", "Tanh", "Tanh"]})
     with pytest.raises(UnsupportedOpError, match="layout=2"):
         b.add("LSTM", [x, w, r], {"hidden_size": H, "layout": 2})
+
+
+@pytest.mark.parametrize("kind, direction, attrs, lens", [
+    ("LSTM", "bidirectional", {}, np.array([7, 4, 1], "int32")),
+    ("LSTM", "forward", {"clip": 0.8}, None),
+    ("GRU", "reverse", {"linear_before_reset": 1}, None),
+    ("GRU", "bidirectional", {}, np.array([2, 7, 5], "int32")),
+])
+def test_packed_weights_match_onnxruntime(kind, direction, attrs, lens):
+    """Weights as constants (packed at compile time), hidden sizes that are not a multiple
+    of the 32-unit blocks and a gate count that does not fill the last input panel."""
+    from ember.ops.kernel import run_op
+
+    t, b, i, h = 7, 3, 36, 20
+    gates, dirs = (4 if kind == "LSTM" else 3), (2 if direction == "bidirectional" else 1)
+    rng = np.random.default_rng(11)
+
+    def r(*shape):
+        return (rng.standard_normal(shape) * 0.4).astype("float32")
+
+    inputs = [r(t, b, i), r(dirs, gates * h, i), r(dirs, gates * h, h), r(dirs, 2 * gates * h),
+              lens]
+    full = {"hidden_size": h, "direction": direction, **attrs}
+    outputs = 3 if kind == "LSTM" else 2
+    want = onnx_run(kind, inputs, full, num_outputs=outputs)
+    got = run_op(kind, inputs, full, constant=[1, 2, 3])
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, **TOL)
