@@ -318,16 +318,17 @@ def run_op(op: str, arrays: Sequence[np.ndarray | None], attrs: Mapping[str, Any
     outputs = [Value(f"y{i}", t) for i, t in enumerate(types)]
     node = Node(op, op.lower(), tuple(values), tuple(outputs), full)
     present = [v for v in values if v is not None]
+    name = f"op_{op.lower()}"  # not "tanh", "exp", ...: a kernel must not shadow libm
     results = [np.zeros(t.shape, t.dtype.numpy) for t in types]
     # np.asarray keeps 0-d arrays 0-d (np.ascontiguousarray would make them 1-d)
     given = [np.asarray(a, order="C") for a in arrays if a is not None]
     if not constant:
-        module = build_group(op.lower(), [node], present, outputs, target)
+        module = build_group(name, [node], present, outputs, target)
         module(*given, *results)
         return results
     positions = [i for i, a in enumerate(arrays) if a is not None]
     flags = [p in constant for p in positions]
-    main, pack, split = build_prepacked(op.lower(), [node], present, outputs, flags, target)
+    main, pack, split = build_prepacked(name, [node], present, outputs, flags, target)
     packed = [np.zeros([int(d.value) for d in t.shape], str(t.dtype))  # type: ignore
               for t in split.packed]
     if pack is not None:
