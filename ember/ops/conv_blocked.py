@@ -200,8 +200,6 @@ def schedule_conv_nchwc(outs: Sequence[Tensor], target: Target,
     conv_shape = shape_of(conv.op.outputs[0])
     if len(outs) != 1 or shape_of(outs[0]) != conv_shape:
         # unusual group (several outputs): the convolution whole, then each output
-        if pad is not None:
-            schedule_flat(pad, target)
         conv.compute_root()
         _schedule_direct(s, conv, conv, pad, target, knobs, root=True)
         for t in outs:
@@ -232,6 +230,7 @@ def _schedule_direct(s: Schedule, out: Stage, conv: Stage, pad: Stage | None, ta
             pad.compute_at(stage, outer)
             pad.vectorize(pad.op.axis[-1])  # type: ignore[attr-defined]
         else:
+            pad.compute_root()  # materialized once: no bounds checks in the inner loop
             schedule_flat(pad, target)
     if not root:
         stage.vectorize(i)
@@ -251,7 +250,7 @@ def _schedule_direct(s: Schedule, out: Stage, conv: Stage, pad: Stage | None, ta
         conv.reorder(rc, rh, rw, ri, *inner)
         if k.unroll_kw:
             conv.unroll(rw)
-        if k.unroll_ii:
+        if k.unroll_ii or extent(ri) <= 4:  # a short channel loop (an RGB input): unrolled
             conv.unroll(ri)
     conv.unroll(inner[0])
     conv.unroll(inner[1])

@@ -158,3 +158,26 @@ def test_shape_errors():
         b.add("ConvNCHWc", [x, w], {"kernel_shape": (3, 3), "algorithm": "fft"})
     with pytest.raises(ShapeError, match="no multiple of 16"):
         b.add("LayoutTransform", [b.input("y", (1, 24, 4, 4), "float32")], {"dst_block": 16})
+
+
+@pytest.mark.parametrize("algorithm", ["direct", "depthwise", "winograd"])
+def test_group_with_two_outputs(algorithm):
+    """The convolution and its Relu both leave the kernel (the whole-tensor schedule)."""
+    from ember.ops.kernel import build_group
+
+    x = rand(1, 16, 6, 7)
+    w = rand(16, 1, 3, 3) if algorithm == "depthwise" else rand(16, 16, 3, 3)
+    packed = {"direct": lambda: pack_direct(w, 16, 16), "depthwise": lambda: pack_depthwise(w, 16),
+              "winograd": lambda: pack_winograd(w, 16, 16)}[algorithm]()
+    b = GraphBuilder("two")
+    xv, wv = b.input("x", (1, 1, 6, 7, 16), "float32"), b.constant("w", packed)
+    (y,) = b.add("ConvNCHWc", [xv, wv], blocked_attrs(w.shape, {"pads": [1] * 4}, algorithm))
+    (r,) = b.add("Relu", [y])
+    g = b.finish([y, r])
+    module = build_group("two", g.nodes, [xv, wv], [y, r])
+    outs = [np.zeros(y.type.shape, "float32") for _ in range(2)]
+    module(to_blocked(x, 16), packed, *outs)
+    group = {"group": 16} if algorithm == "depthwise" else {}
+    (conv,) = onnx_run("Conv", [x, w], {"pads": [1] * 4, **group})
+    np.testing.assert_allclose(from_blocked(outs[0]), conv, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(from_blocked(outs[1]), np.maximum(conv, 0), rtol=1e-4, atol=1e-4)
