@@ -1,12 +1,13 @@
-"""PARALLEL loops: outline the body into a function and run it on libgomp's threads.
+"""PARALLEL loops: outline the body into a function and run it on the runtime's threads.
 
     for (i = begin; i < end; ++i) body(i)
 becomes
     closure = {captured values..., begin, end}
-    GOMP_parallel(worker, &closure, min(ember_num_threads, end - begin), 0)
-where each worker thread runs its contiguous chunk of [begin, end) through `body_fn`, a
-function whose buffer parameters are `noalias`, so the body optimizes like the original.
-Parallel loops nested inside run serially.
+    ember_parallel_launch(worker, &closure, min(ember_num_threads, end - begin))
+where `worker(closure, tid, team)` runs thread tid's contiguous chunk of [begin, end) through
+`body_fn`, a function whose buffer parameters are `noalias`, so the body optimizes like the
+original. Parallel loops nested inside run serially. ember.runtime.threadpool provides
+ember_parallel_launch (its own pool, or libgomp's).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import TYPE_CHECKING
 from llvmlite import ir
 
 from ember.codegen.llvm_expr import I32, PTR
-from ember.runtime.threadpool import NUM_THREADS_SYMBOL
+from ember.runtime.threadpool import LAUNCH_SYMBOL, NUM_THREADS_SYMBOL
 from ember.tir.expr import Load, Var
 from ember.tir.functor import post_order_visit
 from ember.tir.stmt import Allocate, For, Store
@@ -89,8 +90,8 @@ def emit_parallel_for(em: FunctionEmitter, loop: For) -> None:
     threads: ir.Value = b_.load(count, typ=I32)
     threads = em.call_intrinsic("llvm.smin", I32, [threads, _clamp_i32(em, extent)])
     threads = em.call_intrinsic("llvm.smax", I32, [threads, ir.Constant(I32, 1)])
-    gomp = em.declare("GOMP_parallel", ir.VoidType(), [PTR, PTR, I32, I32])
-    b_.call(gomp, [worker, closure, threads, ir.Constant(I32, 0)])
+    launch = em.declare(LAUNCH_SYMBOL, ir.VoidType(), [PTR, PTR, I32])
+    b_.call(launch, [worker, closure, threads])
 
 
 def _clamp_i32(em: FunctionEmitter, extent: ir.Value) -> ir.Value:
@@ -115,8 +116,9 @@ def _field(b_: ir.IRBuilder, closure: ir.Value, closure_type: ir.Type, position:
 
 def _emit_worker(em: FunctionEmitter, base_name: str, closure_type: ir.LiteralStructType,
                  body_fn: ir.Function, index_type: ir.IntType) -> ir.Function:
-    """void worker(ptr closure): run this thread's chunk of [begin, end)."""
-    worker = ir.Function(em.module, ir.FunctionType(ir.VoidType(), [PTR]), name=base_name)
+    """void worker(ptr closure, i32 tid, i32 team): run thread tid's chunk of [begin, end)."""
+    worker = ir.Function(em.module, ir.FunctionType(ir.VoidType(), [PTR, I32, I32]),
+                         name=base_name)
     worker.linkage = "internal"
     worker.attributes.add("nounwind")
     b_ = ir.IRBuilder(worker.append_basic_block("entry"))
@@ -124,10 +126,8 @@ def _emit_worker(em: FunctionEmitter, base_name: str, closure_type: ir.LiteralSt
     values = [b_.load(_field(b_, closure, closure_type, i), typ=t)
               for i, t in enumerate(closure_type.elements)]
     begin, end = values[-2], values[-1]
-    thread = em.declare("omp_get_thread_num", I32, [])
-    team = em.declare("omp_get_num_threads", I32, [])
-    tid = _widen(b_, b_.call(thread, []), index_type)
-    count = _widen(b_, b_.call(team, []), index_type)
+    tid = _widen(b_, worker.args[1], index_type)
+    count = _widen(b_, worker.args[2], index_type)
     one = ir.Constant(index_type, 1)
     # chunk = ceil((end - begin) / count); [lo, hi) = this thread's slice
     span = b_.sub(end, begin)

@@ -1,9 +1,16 @@
-"""Threads for PARALLEL loops: libgomp's pool, sized by EMBER_NUM_THREADS (default: all cores).
+"""Threads for PARALLEL loops: ember's own persistent pool (or libgomp), sized by
+EMBER_NUM_THREADS (default: all cores this process may run on).
 
-Generated code calls `GOMP_parallel(fn, closure, n, 0)` with `n = min(ember_num_threads,
-extent)`, where `ember_num_threads` is an int32 the runtime owns (this module's, for code
-JIT-compiled in this process). libgomp keeps its threads alive between calls; export
-OMP_WAIT_POLICY=PASSIVE on shared machines so idle workers sleep instead of spinning.
+Generated code calls `ember_parallel_launch(worker, closure, n)` with `n = min(
+ember_num_threads, extent)`; the pool runs `worker(closure, tid, n)` for tid = 0 (the calling
+thread) .. n - 1 and returns when all are done. The pool is LLVM IR (pool_ir.py) compiled
+once per process with llvmlite: worker threads are created on first use, spin for a short
+while after each job (so the next kernel of a model starts without a wake-up) and then sleep
+on a futex, using no CPU while idle. A launch from inside a running job (nested parallelism)
+or from a second Python thread while the pool is busy runs serially on the caller.
+
+EMBER_THREAD_POOL=gomp routes the same calls through libgomp's GOMP_parallel instead
+(OMP_WAIT_POLICY / GOMP_SPINCOUNT then decide how its idle threads wait).
 """
 
 from __future__ import annotations
@@ -11,11 +18,19 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import os
+import platform
+from typing import Any
 
 from ember.errors import EmberError
 
 NUM_THREADS_SYMBOL = "ember_num_threads"
-PARALLEL_SYMBOLS = ("GOMP_parallel", "omp_get_thread_num", "omp_get_num_threads")
+LAUNCH_SYMBOL = "ember_parallel_launch"
+PARALLEL_SYMBOLS = (LAUNCH_SYMBOL,)
+POOLS = ("ember", "gomp")
+# pause-loop iterations (about 25 ns each on Zen 4) a worker spins after a job before it
+# sleeps, and the launcher spins waiting for the workers before it sleeps
+DEFAULT_SPIN = 30000
+JOIN_SPIN = 5000
 
 
 def default_num_threads() -> int:
@@ -28,8 +43,19 @@ def default_num_threads() -> int:
     return len(os.sched_getaffinity(0))
 
 
+def pool_kind() -> str:
+    """EMBER_THREAD_POOL ('ember', the default, or 'gomp')."""
+    kind = os.environ.get("EMBER_THREAD_POOL", "ember").strip().lower() or "ember"
+    if kind not in POOLS:
+        raise EmberError(f"EMBER_THREAD_POOL must be one of {', '.join(POOLS)}, got {kind!r}")
+    if kind == "ember" and _futex_syscall() is None:
+        return "gomp"  # no futex on this system: libgomp's pool
+    return kind
+
+
 _num_threads = ctypes.c_int32(default_num_threads())
 _openmp: ctypes.CDLL | None = None
+_pool: dict[str, Any] = {}
 
 
 def num_threads() -> int:
@@ -50,7 +76,9 @@ def num_threads_address() -> int:
 
 
 def load_openmp() -> str:
-    """Load libgomp into the process (once) with its symbols global; returns its path."""
+    """Load the parallel runtime into the process (once) and make `ember_parallel_launch`
+    visible to JIT-linked code; returns the path of libgomp (always loaded: the C back end
+    and EMBER_THREAD_POOL=gomp use it)."""
     global _openmp
     path = ctypes.util.find_library("gomp")
     if path is None:
@@ -58,6 +86,7 @@ def load_openmp() -> str:
                          "not found; install libgomp1 or remove the parallel schedule")
     if _openmp is None:
         _openmp = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+    _register_pool()
     return path
 
 
@@ -66,3 +95,317 @@ def openmp_thread_count() -> int:
     load_openmp()
     assert _openmp is not None
     return int(_openmp.omp_get_max_threads())
+
+
+# -- the pool ---------------------------------------------------------------------------------
+def _futex_syscall() -> int | None:
+    """SYS_futex on this Linux machine, None elsewhere."""
+    if platform.system() != "Linux":
+        return None
+    return {"x86_64": 202, "aarch64": 98, "arm64": 98}.get(platform.machine())
+
+
+def _register_pool() -> None:
+    """Compile the pool module once and publish `ember_parallel_launch` to the JIT."""
+    if _pool:
+        return
+    import llvmlite.binding as llvm
+
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    machine = llvm.Target.from_default_triple().create_target_machine(opt=2, jit=True)
+    path = ctypes.util.find_library("gomp")
+    if path is not None:
+        llvm.load_library_permanently(path)  # GOMP_parallel for gomp_launch
+    text = pool_ir(llvm.get_process_triple(), platform.machine(), _futex_syscall() or 0,
+                   DEFAULT_SPIN)
+    module = llvm.parse_assembly(text)
+    module.verify()
+    engine = llvm.create_mcjit_compiler(module, machine)
+    engine.finalize_object()
+    kind = pool_kind()
+    launch = engine.get_function_address("pool_launch" if kind == "ember" else "gomp_launch")
+    _pool.update(engine=engine, module=module, kind=kind, launch=launch,
+                 spin=engine.get_global_value_address("pool_spin"),
+                 join_spin=engine.get_global_value_address("pool_join_spin"),
+                 reset=engine.get_function_address("pool_reset_after_fork"),
+                 workers=engine.get_global_value_address("pool_workers"))
+    llvm.add_symbol(LAUNCH_SYMBOL, launch)
+    reset = ctypes.CFUNCTYPE(None)(_pool["reset"])
+    _pool["reset_fn"] = reset
+    os.register_at_fork(after_in_child=reset)  # the child has none of the parent's threads
+
+
+def active_pool() -> str:
+    """Which pool runs parallel loops in this process ('ember' or 'gomp')."""
+    load_openmp()
+    return str(_pool["kind"])
+
+
+def set_spin(iterations: int, join: int | None = None) -> None:
+    """Pause-loop iterations an idle worker spins before sleeping (0: sleep at once), and
+    (`join`) the launcher spins waiting for the workers before it sleeps."""
+    if iterations < 0 or (join is not None and join < 0):
+        raise EmberError(f"set_spin: expected non-negative counts, got {iterations}, {join}")
+    load_openmp()
+    ctypes.c_int32.from_address(_pool["spin"]).value = iterations
+    if join is not None:
+        ctypes.c_int32.from_address(_pool["join_spin"]).value = join
+
+
+def pool_workers() -> int:
+    """Worker threads the ember pool has started so far (the caller is not counted)."""
+    load_openmp()
+    return ctypes.c_int32.from_address(_pool["workers"]).value
+
+
+def parallel_launch_address() -> int:
+    """Address of `ember_parallel_launch` (for linking generated code by hand)."""
+    load_openmp()
+    return int(_pool["launch"])
+
+
+# -- the pool's LLVM IR ---------------------------------------------------------------------
+# Globals each on their own cache line; `pool_gen` is the job generation (the futex word).
+# A worker waits for a generation other than the last it saw: `pool_spin` pause loops, then
+# futex sleeps (counted in pool_sleepers, so the launcher only wakes when someone sleeps).
+# Every started worker acknowledges every job (pool_pending); those with tid >= team skip
+# the work. The launcher owns the pool while `pool_busy` is 1; nested or concurrent launches
+# find it busy and run serially.
+_POOL_IR = """
+target triple = "{triple}"
+
+@pool_gen = internal global i32 0, align 64
+@pool_sleepers = internal global i32 0, align 64
+@pool_pending = internal global i32 0, align 64
+@pool_busy = internal global i32 0, align 64
+@pool_master_waiting = internal global i32 0, align 64
+@pool_fn = internal global ptr null, align 64
+@pool_arg = internal global ptr null, align 8
+@pool_team = internal global i32 0, align 4
+@pool_workers = global i32 0, align 64
+@pool_spin = global i32 {spin}, align 64
+@pool_join_spin = global i32 {join_spin}, align 64
+@pool_threads = internal global [256 x i64] zeroinitializer, align 64
+
+declare i64 @syscall(i64, ...)
+declare i32 @pthread_create(ptr, ptr, ptr, ptr)
+declare i32 @sched_yield()
+declare i32 @llvm.smin.i32(i32, i32)
+{relax_decl}
+
+define internal void @relax() alwaysinline {{
+  {relax_call}
+  ret void
+}}
+
+define internal ptr @pool_worker(ptr %arg) {{
+entry:
+  %packed = ptrtoint ptr %arg to i64
+  %tid = trunc i64 %packed to i32
+  %seen.hi = lshr i64 %packed, 32
+  %seen0 = trunc i64 %seen.hi to i32
+  br label %wait
+wait:
+  %seen = phi i32 [ %seen0, %entry ], [ %g, %done ], [ %g, %done.last ], [ %g, %done.wake ]
+  %limit = load atomic i32, ptr @pool_spin monotonic, align 4
+  br label %spin
+spin:
+  %i = phi i32 [ 0, %wait ], [ %i.next, %spin.relax ], [ %i.next, %spin.yield ]
+  %g.spin = load atomic i32, ptr @pool_gen acquire, align 4
+  %new.spin = icmp ne i32 %g.spin, %seen
+  br i1 %new.spin, label %run, label %spin.check
+spin.check:
+  %more = icmp slt i32 %i, %limit
+  br i1 %more, label %spin.more, label %sleep
+spin.more:
+  %i.next = add i32 %i, 1
+  %polite = and i32 %i.next, 15
+  %yield = icmp eq i32 %polite, 0
+  br i1 %yield, label %spin.yield, label %spin.relax
+spin.relax:
+  call void @relax()
+  br label %spin
+spin.yield:
+  %y.w = call i32 @sched_yield()
+  br label %spin
+sleep:
+  %s.in = atomicrmw add ptr @pool_sleepers, i32 1 seq_cst
+  br label %sleep.loop
+sleep.loop:
+  %g.sleep = load atomic i32, ptr @pool_gen seq_cst, align 4
+  %new.sleep = icmp ne i32 %g.sleep, %seen
+  br i1 %new.sleep, label %woke, label %sleep.wait
+sleep.wait:
+  %seen64 = zext i32 %seen to i64
+  %w = call i64 (i64, ...) @syscall(i64 {futex}, ptr @pool_gen, i64 128, i64 %seen64, ptr null, ptr null, i64 0)
+  br label %sleep.loop
+woke:
+  %s.out = atomicrmw sub ptr @pool_sleepers, i32 1 seq_cst
+  br label %run
+run:
+  %g = phi i32 [ %g.spin, %spin ], [ %g.sleep, %woke ]
+  %team = load i32, ptr @pool_team, align 4
+  %mine = icmp slt i32 %tid, %team
+  br i1 %mine, label %work, label %done
+work:
+  %fn = load ptr, ptr @pool_fn, align 8
+  %a = load ptr, ptr @pool_arg, align 8
+  call void %fn(ptr %a, i32 %tid, i32 %team)
+  br label %done
+done:
+  %p = atomicrmw sub ptr @pool_pending, i32 1 seq_cst
+  %last = icmp eq i32 %p, 1
+  br i1 %last, label %done.last, label %wait
+done.last:
+  %mw = load atomic i32, ptr @pool_master_waiting seq_cst, align 4
+  %asleep = icmp ne i32 %mw, 0
+  br i1 %asleep, label %done.wake, label %wait
+done.wake:
+  %wm = call i64 (i64, ...) @syscall(i64 {futex}, ptr @pool_pending, i64 129, i64 1, ptr null, ptr null, i64 0)
+  br label %wait
+}}
+
+define void @pool_launch(ptr %fn, ptr %arg, i32 %team.in) {{
+entry:
+  %small = icmp slt i32 %team.in, 2
+  br i1 %small, label %serial, label %claim
+claim:
+  %cx = cmpxchg ptr @pool_busy, i32 0, i32 1 acquire monotonic
+  %ok = extractvalue {{ i32, i1 }} %cx, 1
+  br i1 %ok, label %start, label %serial
+serial:
+  call void %fn(ptr %arg, i32 0, i32 1)
+  ret void
+start:
+  %team.c = call i32 @llvm.smin.i32(i32 %team.in, i32 257)
+  %want = sub i32 %team.c, 1
+  %have = load i32, ptr @pool_workers, align 4
+  %gen = load i32, ptr @pool_gen, align 4
+  %need = icmp slt i32 %have, %want
+  br i1 %need, label %create, label %ready
+create:
+  %k = phi i32 [ %have, %start ], [ %k.next, %created ]
+  %tid = add i32 %k, 1
+  %tid64 = zext i32 %tid to i64
+  %gen64 = zext i32 %gen to i64
+  %hi = shl i64 %gen64, 32
+  %packed = or i64 %hi, %tid64
+  %parg = inttoptr i64 %packed to ptr
+  %slot = getelementptr [256 x i64], ptr @pool_threads, i64 0, i32 %k
+  %rc = call i32 @pthread_create(ptr %slot, ptr null, ptr @pool_worker, ptr %parg)
+  %failed = icmp ne i32 %rc, 0
+  br i1 %failed, label %ready, label %created
+created:
+  %k.next = add i32 %k, 1
+  store i32 %k.next, ptr @pool_workers, align 4
+  %again = icmp slt i32 %k.next, %want
+  br i1 %again, label %create, label %ready
+ready:
+  %workers = load i32, ptr @pool_workers, align 4
+  %team.max = add i32 %workers, 1
+  %team = call i32 @llvm.smin.i32(i32 %team.c, i32 %team.max)
+  %solo = icmp slt i32 %team, 2
+  br i1 %solo, label %alone, label %go
+alone:
+  call void %fn(ptr %arg, i32 0, i32 1)
+  br label %exit
+go:
+  store ptr %fn, ptr @pool_fn, align 8
+  store ptr %arg, ptr @pool_arg, align 8
+  store i32 %team, ptr @pool_team, align 4
+  store i32 %workers, ptr @pool_pending, align 4
+  %g.old = atomicrmw add ptr @pool_gen, i32 1 seq_cst
+  %sl = load atomic i32, ptr @pool_sleepers seq_cst, align 4
+  %anyone = icmp sgt i32 %sl, 0
+  br i1 %anyone, label %wake, label %own
+wake:
+  %wk = call i64 (i64, ...) @syscall(i64 {futex}, ptr @pool_gen, i64 129, i64 2147483647, ptr null, ptr null, i64 0)
+  br label %own
+own:
+  call void %fn(ptr %arg, i32 0, i32 %team)
+  br label %join
+join:
+  %j = phi i32 [ 0, %own ], [ %j.next, %join.pause ], [ %j.next, %join.yield ]
+  %left = load atomic i32, ptr @pool_pending acquire, align 4
+  %finished = icmp eq i32 %left, 0
+  br i1 %finished, label %exit, label %join.wait
+join.wait:
+  %j.next = add i32 %j, 1
+  %join.limit = load atomic i32, ptr @pool_join_spin monotonic, align 4
+  %patient = icmp slt i32 %j, %join.limit
+  br i1 %patient, label %join.relax, label %join.sleep
+join.relax:
+  %jp = and i32 %j.next, 15
+  %jy = icmp eq i32 %jp, 0
+  br i1 %jy, label %join.yield, label %join.pause
+join.pause:
+  call void @relax()
+  br label %join
+join.yield:
+  %y.m = call i32 @sched_yield()
+  br label %join
+join.sleep:
+  store atomic i32 1, ptr @pool_master_waiting seq_cst, align 4
+  br label %join.sleep.loop
+join.sleep.loop:
+  %left.s = load atomic i32, ptr @pool_pending seq_cst, align 4
+  %finished.s = icmp eq i32 %left.s, 0
+  br i1 %finished.s, label %join.woke, label %join.sleep.wait
+join.sleep.wait:
+  %left64 = zext i32 %left.s to i64
+  %ws = call i64 (i64, ...) @syscall(i64 {futex}, ptr @pool_pending, i64 128, i64 %left64, ptr null, ptr null, i64 0)
+  br label %join.sleep.loop
+join.woke:
+  store atomic i32 0, ptr @pool_master_waiting seq_cst, align 4
+  br label %exit
+exit:
+  store atomic i32 0, ptr @pool_busy release, align 4
+  ret void
+}}
+
+define void @pool_reset_after_fork() {{
+  store i32 0, ptr @pool_workers, align 4
+  store i32 0, ptr @pool_sleepers, align 4
+  store i32 0, ptr @pool_pending, align 4
+  store i32 0, ptr @pool_busy, align 4
+  store i32 0, ptr @pool_master_waiting, align 4
+  ret void
+}}
+
+declare void @GOMP_parallel(ptr, ptr, i32, i32)
+declare i32 @omp_get_thread_num()
+declare i32 @omp_get_num_threads()
+
+define internal void @gomp_body(ptr %data) {{
+  %fn = load ptr, ptr %data, align 8
+  %argp = getelementptr ptr, ptr %data, i64 1
+  %arg = load ptr, ptr %argp, align 8
+  %tid = call i32 @omp_get_thread_num()
+  %n = call i32 @omp_get_num_threads()
+  call void %fn(ptr %arg, i32 %tid, i32 %n)
+  ret void
+}}
+
+define void @gomp_launch(ptr %fn, ptr %arg, i32 %team) {{
+  %data = alloca [2 x ptr], align 8
+  store ptr %fn, ptr %data, align 8
+  %p1 = getelementptr ptr, ptr %data, i64 1
+  store ptr %arg, ptr %p1, align 8
+  call void @GOMP_parallel(ptr @gomp_body, ptr %data, i32 %team, i32 0)
+  ret void
+}}
+"""
+
+_RELAX = {
+    "x86_64": ("declare void @llvm.x86.sse2.pause()", "call void @llvm.x86.sse2.pause()"),
+    "aarch64": ("declare void @llvm.aarch64.hint(i32)", "call void @llvm.aarch64.hint(i32 1)"),
+    "arm64": ("declare void @llvm.aarch64.hint(i32)", "call void @llvm.aarch64.hint(i32 1)"),
+}
+
+
+def pool_ir(triple: str, machine: str, futex: int, spin: int) -> str:
+    """The pool module's LLVM IR for this host (`futex`: the SYS_futex number)."""
+    decl, call = _RELAX.get(machine, ("", ""))
+    return _POOL_IR.format(triple=triple, futex=futex, spin=spin, join_spin=JOIN_SPIN,
+                           relax_decl=decl, relax_call=call)

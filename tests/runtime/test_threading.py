@@ -1,4 +1,5 @@
-"""Thread pool for parallel loops: thread counts, EMBER_NUM_THREADS, launch overhead."""
+"""Thread pool for parallel loops: thread counts, EMBER_NUM_THREADS, both pools, idle sleep,
+concurrent and forked callers."""
 
 from __future__ import annotations
 
@@ -45,6 +46,7 @@ def test_openmp_loads() -> None:
 
 
 _SCRIPT = textwrap.dedent("""
+    import ctypes
     import numpy as np
     from ember.codegen.jit import build_llvm
     from ember.runtime import threadpool
@@ -52,20 +54,32 @@ _SCRIPT = textwrap.dedent("""
     out = buffer("tid", (64,), "int32")
     i = Var("i")
     f = PrimFunc("tids", (out,), For(i, const(0), const(64), ForKind.PARALLEL,
-                 Store(out, Call(out.dtype, "omp_get_thread_num", ()), (i,))))
+                 Store(out, Call(out.dtype, "gettid", ()), (i,))))
     ids = np.full(64, -1, "int32")
     build_llvm(f)(ids)
-    print(threadpool.num_threads(), sorted(set(ids.tolist())))
+    me = ctypes.CDLL(None).gettid()
+    print(threadpool.active_pool(), threadpool.num_threads(), len(set(ids.tolist())),
+          int(ids[0] == me))
 """)
 
 
-@pytest.mark.parametrize("count,expected", [("1", "1 [0]"), ("2", "2 [0, 1]")])
-def test_ember_num_threads_environment(count: str, expected: str) -> None:
-    env = dict(os.environ, EMBER_NUM_THREADS=count, OMP_WAIT_POLICY="PASSIVE")
+@pytest.mark.parametrize("pool", ["ember", "gomp"])
+@pytest.mark.parametrize("count,expected", [("1", "1 1 1"), ("2", "2 2 1"), ("3", "3 3 1")])
+def test_ember_num_threads_environment(pool: str, count: str, expected: str) -> None:
+    env = dict(os.environ, EMBER_NUM_THREADS=count, OMP_WAIT_POLICY="PASSIVE",
+               EMBER_THREAD_POOL=pool)
     result = subprocess.run([sys.executable, "-c", _SCRIPT], env=env, capture_output=True,
                             text=True, timeout=120)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == expected
+    assert result.stdout.strip() == f"{pool} {expected}"
+
+
+def test_unknown_pool_is_rejected(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EMBER_THREAD_POOL", "tbb")
+    with pytest.raises(EmberError, match="EMBER_THREAD_POOL must be one of ember, gomp"):
+        threadpool.pool_kind()
+    with pytest.raises(EmberError, match="non-negative"):
+        threadpool.set_spin(-1)
 
 
 def test_parallel_results_match_serial_for_every_thread_count() -> None:
@@ -86,5 +100,92 @@ def test_parallel_results_match_serial_for_every_thread_count() -> None:
             out = np.zeros(n)
             mod(x, out)
             np.testing.assert_array_equal(out, x * x)
+    finally:
+        threadpool.set_num_threads(previous)
+
+
+def _square_kernel(n: int):  # type: ignore[no-untyped-def]
+    from ember.codegen.jit import build_llvm
+    from ember.tir import For, ForKind, Load, PrimFunc, Store, Var, buffer, const
+
+    a, b = buffer("A", (n,), "float64"), buffer("B", (n,), "float64")
+    i = Var("i")
+    return build_llvm(PrimFunc(f"sq{n}", (a, b), For(i, const(0), const(n), ForKind.PARALLEL,
+                                                     Store(b, Load(a, (i,)) * 2.0, (i,)))))
+
+
+def test_idle_workers_sleep() -> None:
+    import time
+
+    mod = _square_kernel(4096)
+    x, out = np.arange(4096.0), np.zeros(4096)
+    previous = threadpool.num_threads()
+    try:
+        threadpool.set_num_threads(2)
+        for _ in range(200):
+            mod(x, out)
+        np.testing.assert_array_equal(out, 2 * x)
+        time.sleep(0.05)  # longer than the spin
+        start = time.process_time()
+        time.sleep(0.3)
+        assert time.process_time() - start < 0.05  # nobody spins while there is no work
+    finally:
+        threadpool.set_num_threads(previous)
+
+
+def test_concurrent_callers_from_python_threads() -> None:
+    import threading
+
+    n = 20000
+    mod = _square_kernel(n)
+    x = np.random.default_rng(3).random(n)
+    failures: list[str] = []
+
+    def hammer() -> None:
+        out = np.zeros(n)
+        for _ in range(200):
+            out[:] = 0
+            mod(x, out)  # the pool may be busy with the other thread: then serial
+            if not np.array_equal(out, 2 * x):
+                failures.append("wrong result")
+                return
+
+    previous = threadpool.num_threads()
+    try:
+        threadpool.set_num_threads(2)
+        threads = [threading.Thread(target=hammer) for _ in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=60)
+        assert not any(t.is_alive() for t in threads) and not failures
+    finally:
+        threadpool.set_num_threads(previous)
+
+
+def test_forked_child_gets_a_fresh_pool() -> None:
+    import time
+
+    mod = _square_kernel(5000)
+    x = np.arange(5000.0)
+    previous = threadpool.num_threads()
+    threadpool.set_num_threads(2)
+    try:
+        mod(x, np.zeros(5000))  # the parent's workers exist now
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child
+            out = np.zeros(5000)
+            mod(x, out)
+            os._exit(0 if np.array_equal(out, 2 * x) else 1)
+        deadline = time.monotonic() + 60
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+            if time.monotonic() > deadline:
+                os.kill(pid, 9)
+                pytest.fail("the forked child hung in a parallel loop")
+            time.sleep(0.01)
+        assert os.waitstatus_to_exitcode(status) == 0
     finally:
         threadpool.set_num_threads(previous)
