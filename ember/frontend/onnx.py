@@ -91,7 +91,28 @@ def from_onnx(model: ModelProto | str | bytes | os.PathLike[str],
     """
     proto = load_model(model)
     _check(proto)
+    proto = _upgrade(proto)
     return _Importer(proto, dict(input_shapes or {}), dict(constant_inputs or {})).run()
+
+
+def _upgrade(model: ModelProto) -> ModelProto:
+    """A model older than MIN_OPSET converted up to it with onnx's version converter.
+
+    When the converter cannot do it, the model is returned unchanged and the importer
+    rejects its opset with an explanation.
+    """
+    version = next((int(o.version) for o in model.opset_import
+                    if o.domain in ("", "ai.onnx")), None)
+    if version is None or version >= MIN_OPSET:
+        return model
+    try:
+        from onnx import version_converter
+
+        converted = version_converter.convert_version(model, MIN_OPSET)
+        onnx.checker.check_model(converted)
+        return converted
+    except Exception:  # noqa: BLE001 - the converter raises many kinds; report the opset
+        return model
 
 
 def _check(model: ModelProto) -> None:

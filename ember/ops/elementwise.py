@@ -19,7 +19,7 @@ from ember.errors import ShapeError, UnsupportedOpError
 from ember.graph.ir import TensorType
 from ember.ops.registry import REQUIRED, Attrs, OpDef, Pattern
 from ember.te.tensor import Tensor
-from ember.tir.expr import Div, Expr, FloorMod, Not, Select
+from ember.tir.expr import Div, Expr, FloorMod, Not, Select, const
 
 FLOATS = "f"
 INTS = "iu"
@@ -425,6 +425,37 @@ _UNARY: list[OpDef] = [
               num_outputs=2), _check_dropout),
 ]
 
+def _bit_shift(a: Expr, b: Expr, attrs: Attrs) -> Expr:
+    """ONNX BitShift (opset 28 semantics for signed types too).
+
+    The shift count is read as unsigned. A left shift wraps; a right shift of a signed value
+    fills with its sign; shifting by the width or more gives 0 (or the sign fill). Shifts
+    are computed as multiplication / floor division by 2**s in 64 bits, which wrap and
+    round exactly like the machine shifts for every count below the width.
+    """
+    bits = a.dtype.bits
+    count = b.astype(f"uint{bits}").astype("uint64")
+    signed = a.dtype.kind == "int"
+    zero = const_like(0, a)
+    if attrs["direction"] == "LEFT":
+        power = te.exp2(te.min(count, const(bits - 1, "uint64")).astype("float64"))
+        wide = a.astype("uint64") * power.astype("uint64")
+        shifted = wide.astype(f"uint{bits}").astype(a.dtype)
+        return Select(count >= bits, zero, shifted)
+    limit = bits - 1 if signed else bits
+    power = te.exp2(te.min(count, const(limit - 1, "uint64")).astype("float64"))
+    wide_type = "int64" if signed else "uint64"
+    shifted = (a.astype(wide_type) // power.astype(wide_type)).astype(a.dtype)
+    fill = Select(a < zero, const_like(-1, a), zero) if signed else zero
+    return Select(count >= limit, fill, shifted)
+
+
+def _check_bit_shift(attrs: Attrs, types: Sequence[TensorType]) -> None:
+    if attrs["direction"] not in ("LEFT", "RIGHT"):
+        raise UnsupportedOpError(f"BitShift: direction must be 'LEFT' or 'RIGHT', got "
+                                 f"{attrs['direction']!r}")
+
+
 _NARY: list[OpDef] = [
     nary("Add", lambda a, b: a + b, NUMBERS),
     nary("Sub", lambda a, b: a - b, NUMBERS),
@@ -443,6 +474,8 @@ _NARY: list[OpDef] = [
     nary("And", lambda a, b: a & b, "b"),
     nary("Or", lambda a, b: a | b, "b"),
     nary("Xor", lambda a, b: a != b, "b"),
+    nary("BitShift", _bit_shift, INTS, inputs=("X", "Y"), attrs={"direction": REQUIRED},
+         check=_check_bit_shift),
     nary("Where", _where, ANY, inputs=("condition", "X", "Y"), same_types=0, dtype_from=1,
          check=lambda attrs, types: _check_where(types)),
 ]

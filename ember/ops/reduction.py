@@ -252,26 +252,34 @@ def _scalar(value: Any) -> int:
     return int(value)
 
 
-def _cumsum(attrs: Attrs, tensors: Sequence[Tensor | None]) -> list[Tensor]:
-    x = tensors[0]
-    assert x is not None
-    shape = shape_of(x)
-    axis = normalize_axis(_scalar(attrs["axis"]), len(shape), "CumSum")
-    n = shape[axis]
-    k = te.reduce_axis((0, n), name="k")
-    exclusive, reverse = bool(attrs["exclusive"]), bool(attrs["reverse"])
+_PRODUCT = te.comm_reducer(lambda a, b: a * b, lambda t: const(1, t), name="prod")
 
-    def body(*i: Expr) -> Expr:
-        index: list[Any] = list(i)
-        index[axis] = k
-        j = i[axis]
-        if reverse:
-            cond = (k > j) if exclusive else (k >= j)
-        else:
-            cond = (k < j) if exclusive else (k <= j)
-        return te.sum(x[tuple(index)], axis=k, where=cond)
 
-    return [te.compute(shape, body, name="cumsum", tag="CumSum")]  # type: ignore[list-item]
+def _cumulative(name: str, reducer: Reducer) -> Callable[[Attrs, Sequence[Tensor | None]],
+                                                          list[Tensor]]:
+    """CumSum / CumProd: out[.., j, ..] = reduce(x[.., k, ..] for k before (or at) j)."""
+
+    def compute(attrs: Attrs, tensors: Sequence[Tensor | None]) -> list[Tensor]:
+        x = tensors[0]
+        assert x is not None
+        shape = shape_of(x)
+        axis = normalize_axis(_scalar(attrs["axis"]), len(shape), name)
+        k = te.reduce_axis((0, shape[axis]), name="k")
+        exclusive, reverse = bool(attrs["exclusive"]), bool(attrs["reverse"])
+
+        def body(*i: Expr) -> Expr:
+            index: list[Any] = list(i)
+            index[axis] = k
+            j = i[axis]
+            if reverse:
+                cond = (k > j) if exclusive else (k >= j)
+            else:
+                cond = (k < j) if exclusive else (k <= j)
+            return reducer(x[tuple(index)], axis=k, where=cond)
+
+        return [te.compute(shape, body, name=name.lower(), tag=name)]  # type: ignore[list-item]
+
+    return compute
 
 
 def _softmax(log: bool) -> Callable[[Attrs, Sequence[Tensor | None]], list[Tensor]]:
@@ -318,7 +326,8 @@ def _check_cumsum(opdef: OpDef) -> OpDef:
     def infer(attrs: Attrs, types: Sequence[TensorType | None]) -> list[TensorType]:
         for key in ("exclusive", "reverse"):
             if attrs[key] not in (0, 1):
-                raise UnsupportedOpError(f"CumSum: {key} must be 0 or 1, got {attrs[key]!r}")
+                raise UnsupportedOpError(f"{opdef.name}: {key} must be 0 or 1, got "
+                                         f"{attrs[key]!r}")
         return opdef.infer(attrs, types)
 
     return replace(opdef, infer=infer)
@@ -327,10 +336,41 @@ def _check_cumsum(opdef: OpDef) -> OpDef:
 OPS: dict[str, OpDef] = {name: reduce_op(name) for name in _REDUCES}
 OPS["ArgMax"] = arg_op("ArgMax")
 OPS["ArgMin"] = arg_op("ArgMin")
-OPS["CumSum"] = _check_cumsum(OpDef(
-    "CumSum", ("x", "axis"), _infer_same_axis("CumSum", NUMBERS), _cumsum, Pattern.REDUCTION,
-    attrs={"exclusive": 0, "reverse": 0, "axis": None}, attr_inputs=("axis",)))
+for _name, _reducer in (("CumSum", te.sum), ("CumProd", _PRODUCT)):
+    OPS[_name] = _check_cumsum(OpDef(
+        _name, ("x", "axis"), _infer_same_axis(_name, NUMBERS), _cumulative(_name, _reducer),
+        Pattern.REDUCTION, attrs={"exclusive": 0, "reverse": 0, "axis": None},
+        attr_inputs=("axis",)))
 OPS["Softmax"] = OpDef("Softmax", ("input",), _infer_softmax("Softmax"), _softmax(False),
                        Pattern.REDUCTION, attrs={"axis": -1})
 OPS["LogSoftmax"] = OpDef("LogSoftmax", ("input",), _infer_softmax("LogSoftmax"),
                           _softmax(True), Pattern.REDUCTION, attrs={"axis": -1})
+
+
+def _hardmax(attrs: Attrs, tensors: Sequence[Tensor | None]) -> list[Tensor]:
+    """1 at the first maximum along `axis`, 0 elsewhere."""
+    x = tensors[0]
+    assert x is not None
+    shape = shape_of(x)
+    axis = normalize_axis(int(attrs["axis"]), len(shape), "Hardmax")
+    n = shape[axis]
+
+    def along(i: Sequence[Expr], k: Any) -> Expr:
+        index: list[Any] = list(i)
+        index[axis] = k
+        return x[tuple(index)]
+
+    k1 = te.reduce_axis((0, n), name="k1")
+    top = te.compute(shape, lambda *i: te.max(along(i, k1), axis=k1), name="hardmax.max",
+                     tag="Hardmax")
+    k2 = te.reduce_axis((0, n), name="k2")
+    first = te.compute(shape, lambda *i: te.min(
+        Select(along(i, k2) == top[i], k2.var, const(n)), axis=k2), name="hardmax.first")
+    out = te.compute(shape, lambda *i: Select(i[axis] == first[i], const_like(1, x),
+                                              const_like(0, x)), name="hardmax")
+    return [out]  # type: ignore[list-item]
+
+
+OPS["Hardmax"] = OpDef("Hardmax", ("input",), _infer_softmax("Hardmax"), _hardmax,
+                       Pattern.REDUCTION, attrs={"axis": -1})
+
