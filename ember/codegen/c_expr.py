@@ -224,6 +224,9 @@ class ExprPrinter:
         if element.is_bool:
             raise CodegenError(f"arithmetic '{op}' on bool values in {e}; cast to an integer "
                                "type first")
+        if op == "/" and element.is_int:  # a helper that cannot trap on a zero divisor
+            helper = self.helper(f"ember_div_{type_suffix(element)}")
+            return f"{helper}({self.expr(e.a, lane, True)}, {self.expr(e.b, lane, True)})", PRIMARY
         if element.kind == "uint" and element.bits < 32 and op == "*":
             # uint16 * uint16 would overflow the promoted (signed) int
             a = f"(uint32_t){self.sub(e.a, lane, UNARY)}"
@@ -250,11 +253,6 @@ class ExprPrinter:
         if not element.is_int:
             raise CodegenError(f"{type(e).__name__} on {e.dtype} values in {e}; the C back end "
                                "supports floor division of integers only")
-        if element.kind == "uint":  # floor and truncation agree on unsigned values
-            op = "/" if kind == "floordiv" else "%"
-            a = self.sub(e.a, lane, MUL, typed(e.b))
-            text = f"{a} {op} {self.sub(e.b, lane, MUL + 1, typed(e.a))}"
-            return self._wrap_narrow(e.dtype, text, MUL)
         helper = self.helper(f"ember_{kind}_{type_suffix(element)}")
         return f"{helper}({self.expr(e.a, lane, True)}, {self.expr(e.b, lane, True)})", PRIMARY
 

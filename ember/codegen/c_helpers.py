@@ -97,18 +97,24 @@ static inline void ember_free(void* pointer) {
 }"""
 
 
-def _floordiv(suffix: str, ctype: str) -> str:
-    return (f"static inline {ctype} ember_floordiv_{suffix}({ctype} a, {ctype} b) {{\n"
-            f"    {ctype} q = ({ctype})(a / b);\n"
-            f"    return (q * b != a && ((a < 0) != (b < 0))) ? ({ctype})(q - 1) : q;\n"
-            "}")
-
-
-def _floormod(suffix: str, ctype: str) -> str:
-    return (f"static inline {ctype} ember_floormod_{suffix}({ctype} a, {ctype} b) {{\n"
-            f"    {ctype} r = ({ctype})(a % b);\n"
-            f"    return (r != 0 && ((r < 0) != (b < 0))) ? ({ctype})(r + b) : r;\n"
-            "}")
+# Integer division by zero and INT_MIN / -1 trap (SIGFPE) on common machines; like numpy,
+# ember gives 0 for x / 0 and x % 0, and lets INT_MIN / -1 wrap.
+def _divide(kind: str, suffix: str, ctype: str) -> str:
+    head = f"static inline {ctype} ember_{kind}_{suffix}({ctype} a, {ctype} b) {{\n"
+    if suffix.startswith("u"):
+        op = "%" if kind == "floormod" else "/"
+        return head + f"    return b == 0 ? 0 : ({ctype})(a {op} b);\n}}"
+    unsigned = "u" + ctype
+    if kind == "floormod":
+        return (head + "    if (b == 0 || b == -1) return 0;\n"
+                f"    {ctype} r = ({ctype})(a % b);\n"
+                f"    return (r != 0 && ((r < 0) != (b < 0))) ? ({ctype})(r + b) : r;\n}}")
+    body = (head + "    if (b == 0) return 0;\n"
+            f"    if (b == -1) return ({ctype})(0 - ({unsigned})a);\n"
+            f"    {ctype} q = ({ctype})(a / b);\n")
+    if kind == "div":
+        return body + "    return q;\n}"
+    return body + f"    return (q * b != a && ((a < 0) != (b < 0))) ? ({ctype})(q - 1) : q;\n}}"
 
 
 def _minmax(kind: str, suffix: str, ctype: str) -> str:
@@ -126,9 +132,8 @@ def _all_helpers() -> dict[str, str]:
         "ember_alloc": _ALLOC,
     }
     for suffix, ctype in INT_TYPES.items():
-        if not suffix.startswith("u"):
-            table[f"ember_floordiv_{suffix}"] = _floordiv(suffix, ctype)
-            table[f"ember_floormod_{suffix}"] = _floormod(suffix, ctype)
+        for kind in ("div", "floordiv", "floormod"):
+            table[f"ember_{kind}_{suffix}"] = _divide(kind, suffix, ctype)
     for suffix, ctype in MINMAX_TYPES.items():
         table[f"ember_min_{suffix}"] = _minmax("min", suffix, ctype)
         table[f"ember_max_{suffix}"] = _minmax("max", suffix, ctype)

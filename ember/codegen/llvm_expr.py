@@ -176,9 +176,37 @@ class ExprEmitter:
         a, b = self.expr(e.a), self.expr(e.b)
         if e.dtype.is_float:
             return self.builder.fdiv(a, b, flags=self.fmf)
+        safe, zero_divisor = self._safe_divisor(a, b, e)
+        q = self.builder.sdiv(a, safe) if e.dtype.kind == "int" else self.builder.udiv(a, safe)
+        return self._zero_where(zero_divisor, q, e.dtype)
+
+    def _safe_divisor(self, a: ir.Value, b: ir.Value, e: Div | FloorDiv | FloorMod
+                      ) -> tuple[ir.Value, ir.Value | None]:
+        """A divisor that cannot trap, and where the real one was zero (None: never).
+
+        Integer division by zero, and INT_MIN / -1, raise SIGFPE on x86; the masked-off lanes
+        of a vector tail can hold zeros too. Like numpy, x / 0 gives 0 and INT_MIN / -1 wraps
+        (dividing by 1 instead gives exactly that).
+        """
+        divisor = _const_int(e.b)
+        if divisor is not None and divisor != 0 and divisor != -1:
+            return b, None
+        b_ = self.builder
+        one = constant(e.dtype, 1)
+        zero_divisor = b_.icmp_unsigned("==", b, constant(e.dtype, 0))
+        bad = zero_divisor
         if e.dtype.kind == "int":
-            return self.builder.sdiv(a, b)
-        return self.builder.udiv(a, b)
+            lowest = constant(e.dtype, e.dtype.element.min_value())
+            overflow = b_.and_(b_.icmp_signed("==", a, lowest),
+                               b_.icmp_signed("==", b, constant(e.dtype, -1)))
+            bad = b_.or_(bad, overflow)
+        return b_.select(bad, one, b), zero_divisor
+
+    def _zero_where(self, condition: ir.Value | None, value: ir.Value, dtype: DType
+                    ) -> ir.Value:
+        if condition is None:
+            return value
+        return self.builder.select(condition, constant(dtype, 0), value)
 
     def emit_FloorDiv(self, e: FloorDiv) -> ir.Value:
         return self._floor_div_mod(e, want_div=True)
@@ -193,8 +221,10 @@ class ExprEmitter:
         if dtype.is_float:  # floor(a / b), a - floor(a / b) * b
             q = self.call_intrinsic("llvm.floor", a.type, [b_.fdiv(a, b, flags=self.fmf)])
             return q if want_div else b_.fsub(a, b_.fmul(q, b, flags=self.fmf), flags=self.fmf)
+        b, zero_divisor = self._safe_divisor(a, b, e)
         if dtype.kind != "int":  # unsigned: truncation is flooring
-            return b_.udiv(a, b) if want_div else b_.urem(a, b)
+            result = b_.udiv(a, b) if want_div else b_.urem(a, b)
+            return self._zero_where(zero_divisor, result, dtype)
         divisor = _const_int(e.b)
         zero = constant(dtype, 0)
         if divisor is not None and divisor > 0 and divisor & (divisor - 1) == 0:
@@ -210,8 +240,8 @@ class ExprEmitter:
             signs_differ = b_.xor(b_.icmp_signed("<", r, zero), b_.icmp_signed("<", b, zero))
             fix = b_.and_(b_.icmp_signed("!=", r, zero), signs_differ)
         if want_div:
-            return b_.sub(q, b_.zext(fix, q.type))
-        return b_.add(r, b_.select(fix, b, zero))
+            return self._zero_where(zero_divisor, b_.sub(q, b_.zext(fix, q.type)), dtype)
+        return self._zero_where(zero_divisor, b_.add(r, b_.select(fix, b, zero)), dtype)
 
     def emit_Min(self, e: Min) -> ir.Value:
         return self._min_max(e, "<", "llvm.smin", "llvm.umin")

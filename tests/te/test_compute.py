@@ -312,3 +312,30 @@ def test_math_intrinsics(target):
         c = np.zeros(n, "float32")
         run(s, [A, C], [a, c], target)
         np.testing.assert_allclose(c, ref(a), rtol=2e-5, atol=2e-6, err_msg=name)
+
+
+@pytest.mark.parametrize("dtype", ["int32", "int8", "uint16", "int64"])
+@pytest.mark.parametrize("vectorize", [False, True])
+def test_integer_division_by_zero_does_not_trap(target, dtype, vectorize):
+    """x // 0 and x % 0 give 0 and INT_MIN // -1 wraps, like numpy, instead of SIGFPE."""
+    n = 37  # a vector tail too
+    A = te.placeholder((n,), dtype, name="A")
+    B = te.placeholder((n,), dtype, name="B")
+    Q = te.compute((n,), lambda i: A[i] // B[i], name="Q")
+    R = te.compute((n,), lambda i: A[i] % B[i], name="R")
+    s = te.create_schedule([Q.op, R.op])
+    if vectorize:
+        for T in (Q, R):
+            o, i = s[T].split(T.op.axis[0], 8)
+            s[T].vectorize(i)
+    info = np.iinfo(dtype)
+    a = RNG.integers(max(info.min, -100), min(info.max, 100), n).astype(dtype)
+    b = RNG.integers(max(info.min, -5), 6, n).astype(dtype)
+    b[::4] = 0
+    if info.min < 0:
+        a[1], b[1] = info.min, -1
+    q, r = np.zeros(n, dtype), np.zeros(n, dtype)
+    ember.build(s, [A, B, Q, R], target=target)(a, b, q, r)
+    with np.errstate(all="ignore"):
+        np.testing.assert_array_equal(q, a // b)
+        np.testing.assert_array_equal(r, a % b)
