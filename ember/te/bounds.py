@@ -14,7 +14,8 @@ from ember.arith import simplify
 from ember.arith.bounds import Interval, const_bounds, eval_interval
 from ember.arith.interval import union
 from ember.errors import LoweringError
-from ember.te.schedule import Attach, Fuse, Schedule, Split, Stage
+from ember.te.relations import loop_structure
+from ember.te.schedule import Attach, Schedule, Stage
 from ember.te.tensor import ComputeOp, ExternOp, ScanOp, Tensor, TensorLoad
 from ember.tir.expr import Expr, IntImm, IterVar, Var, const
 from ember.tir.functor import Visitor, substitute
@@ -67,36 +68,12 @@ def _root_iter_vars(stage: Stage) -> list[IterVar]:
 def _leaf_structure(stage: Stage, root_begin: dict[IterVar, Expr],
                     root_extent: dict[IterVar, int]) -> StageBounds:
     """Leaf extents, root values as functions of leaf vars, and split guards."""
-    extents: dict[IterVar, int] = dict(root_extent)
-    for rel in stage.relations:
-        if isinstance(rel, Split):
-            parent = extents[rel.parent]
-            if rel.factor is not None:
-                extents[rel.inner] = rel.factor
-                extents[rel.outer] = -(-parent // rel.factor)
-            else:
-                assert rel.nparts is not None
-                extents[rel.outer] = rel.nparts
-                extents[rel.inner] = -(-parent // rel.nparts)
-        else:
-            extents[rel.fused] = extents[rel.outer] * extents[rel.inner]
-    values: dict[IterVar, Expr] = {iv: iv.var for iv in stage.leaf_iter_vars}
-    guards: list[Expr] = []
-    for rel in reversed(stage.relations):
-        if isinstance(rel, Split):
-            value = values[rel.outer] * extents[rel.inner] + values[rel.inner]
-            values[rel.parent] = value
-            if extents[rel.outer] * extents[rel.inner] != extents[rel.parent]:
-                guards.append(value < extents[rel.parent])
-        elif isinstance(rel, Fuse):
-            fused = values[rel.fused]
-            values[rel.outer] = fused // extents[rel.inner]
-            values[rel.inner] = fused % extents[rel.inner]
+    loops = loop_structure(stage, root_extent)
     bounds = StageBounds([], [])
-    bounds.leaf_extents = {iv: extents[iv] for iv in stage.leaf_iter_vars}
+    bounds.leaf_extents = {iv: loops.extents[iv] for iv in stage.leaf_iter_vars}
     for root in _root_iter_vars(stage):
-        bounds.root_value[root.var] = simplify(root_begin[root] + values[root])
-    bounds.guards = [simplify(g) for g in guards]
+        bounds.root_value[root.var] = simplify(root_begin[root] + loops.values[root])
+    bounds.guards = [simplify(g) for g in loops.guards]
     return bounds
 
 

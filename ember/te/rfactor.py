@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from ember.errors import ScheduleError
 from ember.te.cache import replace_op
-from ember.te.schedule import Fuse, Schedule, Split, Stage
+from ember.te.relations import loop_structure
+from ember.te.schedule import Schedule, Split, Stage
 from ember.te.tensor import ComputeOp, Tensor, TensorLoad
 from ember.tir.expr import (
     And, Expr, IntImm, IterKind, IterVar, Range, Reduce, Var, const,
@@ -19,33 +20,13 @@ from ember.tir.functor import substitute
 
 def _reduce_structure(stage: Stage, op: ComputeOp
                       ) -> tuple[dict[IterVar, int], dict[IterVar, Expr], list[Expr]]:
-    """Extents of all reduce iter vars, root values in leaf vars, and split guards."""
-    extents: dict[IterVar, int] = {}
-    for iv in op.reduce_axis:
+    """Extents of all iter vars, root values in leaf vars, and split guards."""
+    root_extent: dict[IterVar, int] = {}
+    for iv in op.axis + op.reduce_axis:
         assert isinstance(iv.dom.extent, IntImm)
-        extents[iv] = iv.dom.extent.value
-    for iv in op.axis:
-        assert isinstance(iv.dom.extent, IntImm)
-        extents[iv] = iv.dom.extent.value
-    for rel in stage.relations:
-        if isinstance(rel, Split):
-            parent = extents[rel.parent]
-            inner = rel.factor if rel.factor is not None else -(-parent // rel.nparts)
-            extents[rel.inner] = inner
-            extents[rel.outer] = -(-parent // inner)
-        else:
-            extents[rel.fused] = extents[rel.outer] * extents[rel.inner]
-    values: dict[IterVar, Expr] = {iv: iv.var for iv in stage.leaf_iter_vars}
-    guards: list[Expr] = []
-    for rel in reversed(stage.relations):
-        if isinstance(rel, Split):
-            values[rel.parent] = values[rel.outer] * extents[rel.inner] + values[rel.inner]
-            if extents[rel.outer] * extents[rel.inner] != extents[rel.parent]:
-                guards.append(values[rel.parent] < extents[rel.parent])
-        elif isinstance(rel, Fuse):
-            values[rel.outer] = values[rel.fused] // extents[rel.inner]
-            values[rel.inner] = values[rel.fused] % extents[rel.inner]
-    return extents, values, guards
+        root_extent[iv] = iv.dom.extent.value
+    loops = loop_structure(stage, root_extent)
+    return loops.extents, loops.values, loops.guards
 
 
 def rfactor(schedule: Schedule, tensor: Tensor, axis: IterVar, factor_axis: int = 0) -> Tensor:
