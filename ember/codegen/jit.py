@@ -79,8 +79,9 @@ def optimize(module: llvm.ModuleRef, machine: llvm.TargetMachine) -> None:
     builder.getModulePassManager().run(module, builder)
 
 
-def _parse(funcs: list[PrimFunc], target: Target,
-           machine: llvm.TargetMachine) -> llvm.ModuleRef:
+def parse_module(funcs: list[PrimFunc], target: Target,
+                 machine: llvm.TargetMachine) -> llvm.ModuleRef:
+    """The functions' LLVM IR, parsed and verified for `machine` (not yet optimized)."""
     ir_module = codegen_llvm(funcs, target)
     ir_module.data_layout = str(machine.target_data)
     text = str(ir_module)
@@ -120,7 +121,7 @@ def build_llvm(func: PrimFunc, target: Target | str | None = None) -> Module:
 
 def _compile(funcs: list[PrimFunc], target: Target) -> dict[str, Module]:
     machine = target_machine(target, jit=True)
-    module = _parse(funcs, target, machine)
+    module = parse_module(funcs, target, machine)
     optimize(module, machine)
     sources = {"ll": str(module), "asm": machine.emit_assembly(module)}
     _runtime_symbols()
@@ -140,7 +141,7 @@ def _compile_for(funcs: list[PrimFunc], target: Target | str) -> tuple[llvm.Modu
                                                                       llvm.TargetMachine]:
     target = Target(target)
     machine = target_machine(target, jit=False)
-    module = _parse(funcs, target, machine)
+    module = parse_module(funcs, target, machine)
     optimize(module, machine)
     return module, machine
 

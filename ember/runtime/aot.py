@@ -57,21 +57,11 @@ def emit_kernel_object(funcs: list[PrimFunc], target: Target | str = "llvm") -> 
     position-independent objects use GOT-relative addressing that the JIT linker resolves
     wrongly once several objects share one engine.
     """
-    import llvmlite.binding as llvm
-
     from ember.codegen import jit
-    from ember.codegen.llvm import codegen_llvm
 
     tgt = Target(target)
     machine = jit.target_machine(tgt, jit=True)
-    ir_module = codegen_llvm(funcs, tgt)
-    ir_module.data_layout = str(machine.target_data)
-    text = str(ir_module)
-    try:
-        module = llvm.parse_assembly(text)
-        module.verify()
-    except RuntimeError as error:
-        raise CodegenError(f"generated LLVM IR is invalid ({error}); IR:\n{text}") from None
+    module = jit.parse_module(funcs, tgt, machine)
     jit.optimize(module, machine)
     return bytes(machine.emit_object(module))
 
