@@ -140,7 +140,7 @@ def plan_memory(graph: Graph, inplace: bool = True, alignment: int = ALIGNMENT) 
     buffer_offset: dict[Value, int] = {}
     workspace = 0
     for size, first, last, r in buffers:
-        overlapping = sorted((o, s) for o, s, f, l in placed if f <= last and first <= l)
+        overlapping = sorted((o, s) for o, s, f, end in placed if f <= last and first <= end)
         offset = _best_fit(overlapping, size)
         placed.append((offset, size, first, last))
         buffer_offset[r] = offset

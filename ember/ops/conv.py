@@ -108,7 +108,8 @@ def conv_core(x: Tensor, w: Tensor, bias: Tensor | None, strides: Sequence[int],
     else:
         def fplain(n: Expr, c: Expr, *sp: Expr) -> Expr:
             g = c // ocg if group > 1 else te.const(0)
-            return te.sum(x_at(n, g * icg + ic.var, sp) * w[wread(c, ic.var, *[k.var for k in ks])], axis=[ic, *ks])
+            weight = w[wread(c, ic.var, *[k.var for k in ks])]
+            return te.sum(x_at(n, g * icg + ic.var, sp) * weight, axis=[ic, *ks])
 
         conv = te.compute((n_batch, oc_total, *out_sp), fplain, name="conv", tag=tag)
 

@@ -66,7 +66,8 @@ def remove_identities(graph: Graph) -> Graph:
             kept.append(node)
             continue
         for mask in extra:  # Dropout's mask in inference: all true
-            vmap.set(mask, make_constant(mask.name, np.ones(mask.type.shape, mask.type.dtype.numpy)))
+            ones = np.ones(mask.type.shape, mask.type.dtype.numpy)
+            vmap.set(mask, make_constant(mask.name, ones))
     if not vmap:
         return graph
     return apply_map(graph, kept, vmap)
