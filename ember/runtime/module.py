@@ -9,8 +9,9 @@ PrimFunc.params. It returns 0 on success.
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
