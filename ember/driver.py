@@ -251,7 +251,7 @@ def compile(model: Any, target: str | Target = "llvm", opt_level: int = 3,
     start = time.perf_counter()
     graph = import_model(model, input_shapes)
     timings["import"] = time.perf_counter() - start
-    fused = optimize(graph, opt_level)
+    fused = optimize(graph, opt_level, tgt)
     timings["optimize"] = time.perf_counter() - start - sum(timings.values())
     if prepack is None:
         prepack = os.environ.get("EMBER_PREPACK", "1").strip() not in ("0", "false", "no")

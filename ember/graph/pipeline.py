@@ -29,7 +29,8 @@ from ember.graph.passes.dead_code import eliminate_dead_code
 from ember.graph.passes.fold_batch_norm import fold_batch_norm
 from ember.graph.passes.fold_constants import fold_constants
 from ember.graph.passes.fuse_ops import fuse_ops, wrap_single_ops
-from ember.graph.passes.layout import convert_layout
+from ember.graph.passes.layout import LayoutRule, convert_layout, layout_pass
+from ember.target import Target
 from ember.graph.passes.merge_reshapes import merge_reshapes
 from ember.graph.passes.remove_identities import remove_identities
 
@@ -52,8 +53,19 @@ class GraphPassError(EmberError):
     """A graph pass failed; the message names the pass."""
 
 
+def passes_for(opt_level: int, target: Target | str | None = None) -> list[GraphPass]:
+    """PASSES[opt_level], with the blocked layout sized for `target`'s vectors (default: host)."""
+    if opt_level not in PASSES:
+        raise EmberError(f"opt_level must be one of {sorted(PASSES)}, got {opt_level}")
+    if target is None:
+        return list(PASSES[opt_level])
+    lanes = max(4, Target(target).vector_lanes("float32"))
+    sized = layout_pass(LayoutRule(block=lanes))
+    return [sized if p is convert_layout else p for p in PASSES[opt_level]]
+
+
 def optimize_graph(graph: Graph, opt_level: int = 3, passes: Sequence[GraphPass] | None = None,
-                   check_each: bool = False) -> Graph:
+                   check_each: bool = False, target: Target | str | None = None) -> Graph:
     """Apply `passes` (default: PASSES[opt_level]) in order.
 
     EMBER_PRINT_GRAPH_AFTER=fold_constants,fuse_ops (or "all") prints the graph after the
@@ -63,9 +75,7 @@ def optimize_graph(graph: Graph, opt_level: int = 3, passes: Sequence[GraphPass]
         fused = optimize_graph(graph, opt_level=3)
     """
     if passes is None:
-        if opt_level not in PASSES:
-            raise EmberError(f"opt_level must be one of {sorted(PASSES)}, got {opt_level}")
-        passes = PASSES[opt_level]
+        passes = passes_for(opt_level, target)
     check_each = check_each or os.environ.get("EMBER_VERIFY", "") not in ("", "0")
     print_after = {name.strip() for name in
                    os.environ.get("EMBER_PRINT_GRAPH_AFTER", "").split(",") if name.strip()}

@@ -91,12 +91,12 @@ def wrap_node(node: Node) -> Node:
                 {"graph": sub, "anchor": node.name, "pattern": pattern})
 
 
-def optimize(graph: Graph, opt_level: int) -> Graph:
+def optimize(graph: Graph, opt_level: int, target: Any = None) -> Graph:
     """The graph pipeline (if present) with every node inside a Fused group."""
     module = _optional_module("ember.graph.pipeline")
-    pipeline: Callable[[Graph, int], Graph] | None = getattr(module, "optimize_graph", None)
+    pipeline: Callable[..., Graph] | None = getattr(module, "optimize_graph", None)
     if pipeline is not None:
-        graph = pipeline(graph, opt_level)
+        graph = pipeline(graph, opt_level, target=target)
     if all(n.op == "Fused" for n in graph.nodes):
         return graph
     nodes = tuple(n if n.op == "Fused" else wrap_node(n) for n in graph.nodes)
