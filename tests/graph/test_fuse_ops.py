@@ -147,3 +147,61 @@ def test_fusing_twice_and_wrapping() -> None:
     assert isinstance(wrapped.nodes[0], Node) and "Fused(" in str(wrapped)
     assert_same_results(g, wrapped)
     np.testing.assert_equal(len(str(once).splitlines()), 5)
+
+
+def _gelu_input(b: Builder) -> tuple:
+    x = b.input("x", (8, 16), "float32")
+    (m,) = b.add("MatMul", [x, b.const("w", (16, 32), 0)])
+    (h,) = b.add("Add", [m, b.const("bias", (32,), 1)])
+    return x, h
+
+
+def _gelu(b: Builder, h) -> tuple:
+    (d,) = b.add("Div", [h, b.const("sqrt2", (1,), 2)])
+    (e,) = b.add("Erf", [d], name="gelu_erf")
+    (a,) = b.add("Add", [e, b.const("one", (1,), 3)])
+    (p,) = b.add("Mul", [h, a])             # closes the diamond h -> Div ... -> Mul(h, .)
+    return b.add("Mul", [p, b.const("half", (1,), 4)])
+
+
+def test_gelu_diamond_joins_the_matmul() -> None:
+    b = Builder()
+    _, h = _gelu_input(b)
+    g = b.finish(list(_gelu(b, h)))
+    out = fuse_ops(g)
+    assert _groups(out) == [["MatMul", "Add", "Div", "Erf", "Add", "Mul", "Mul"]]
+    assert out.nodes[0].attrs["anchor"] == g.nodes[0].name
+    _covers(g, out)
+    assert_same_results(g, out, rtol=1e-5, atol=1e-5)
+
+
+def test_diamond_with_a_later_outside_reader_stays_split() -> None:
+    b = Builder()
+    _, h = _gelu_input(b)
+    (y,) = _gelu(b, h)
+    (z,) = b.add("Sub", [y, h])             # a wider diamond, closed by Sub: still one group
+    (w,) = b.add("MatMul", [h, b.const("w2", (32, 4), 5)])   # h read outside: stays shared
+    g = b.finish([z, w])
+    out = fuse_ops(g)
+    assert _groups(out) == [["MatMul", "Add"], ["Div", "Erf", "Add", "Mul", "Mul", "Sub"],
+                            ["MatMul"]]
+    _covers(g, out)
+    assert_same_results(g, out)
+    b = Builder()
+    _, h = _gelu_input(b)
+    (y,) = _gelu(b, h)
+    g = b.finish(list(b.add("Sub", [y, h])))
+    assert len(_groups(fuse_ops(g))) == 1
+
+
+def test_diamond_through_an_anchor_is_not_a_prologue() -> None:
+    b = Builder()
+    x = b.input("x", (4, 8), "float32")
+    (a,) = b.add("Relu", [x])
+    (m,) = b.add("MatMul", [a, b.const("w", (8, 8), 0)])
+    (y,) = b.add("Mul", [a, m])             # a feeds the MatMul and the Mul
+    g = b.finish([y])
+    out = fuse_ops(g)
+    assert _groups(out) == [["Relu"], ["MatMul", "Mul"]]
+    _covers(g, out)
+    assert_same_results(g, out)

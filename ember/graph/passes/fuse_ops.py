@@ -6,10 +6,11 @@ Rules, by the pattern of the node being added to its producer's group:
 - INJECTIVE: joins groups that are at most INJECTIVE;
 - REDUCTION: absorbs groups that are at most INJECTIVE (its prologue);
 - OUT_FUSABLE and OPAQUE: start a group of their own; nothing fuses into OPAQUE ones.
-A node joins through an input only when that input is read by this node alone, is not a
-graph output, and comes from a single-output node. A group holds at most one anchor
-(REDUCTION or OUT_FUSABLE). Those rules keep every group a tree whose values are all used
-inside it except the last node's, so groups never form a cycle.
+A node joins through an input only when that input is not a graph output, comes from a
+single-output node, and is read by this node alone or else (a diamond, as GELU's
+x -> Div -> Erf -> Add -> Mul(x, .)) every other reader sits in an elementwise group this node
+joins as well. A group holds at most one anchor (REDUCTION or OUT_FUSABLE). Those rules keep
+every group's values used only inside it, except the last node's, so groups never form a cycle.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ember.graph.ir import Graph, Node, Value, rebuild
-from ember.graph.passes.rewrite import op_pattern, single_consumer
+from ember.graph.passes.rewrite import op_pattern
 from ember.ops.registry import Pattern
 
 FUSED = "Fused"
@@ -82,19 +83,7 @@ def fuse_ops(graph: Graph) -> Graph:
     order: list[_Group] = []
     for node in graph.nodes:
         pattern = op_pattern(node.op)
-        merged: list[_Group] = []
-        anchors = 1 if pattern in (Pattern.REDUCTION, Pattern.OUT_FUSABLE) else 0
-        for v in dict.fromkeys(v for v in node.inputs if v is not None):
-            producer = producers.get(v)
-            if producer is None or producer.op == FUSED or len(producer.outputs) != 1:
-                continue
-            group = group_of[producer].find()
-            if group in merged or v in outputs or single_consumer(consumers, v) is not node:
-                continue
-            if not _joinable(node, pattern, v, group) or (group.has_anchor and anchors):
-                continue
-            merged.append(group)
-            anchors += group.has_anchor
+        merged = _groups_to_merge(node, pattern, producers, consumers, outputs, group_of)
         target = _Group(pattern=max([pattern] + [g.pattern for g in merged]))
         for group in merged:
             group.merged_into = target
@@ -115,6 +104,44 @@ def fuse_ops(graph: Graph) -> Graph:
         external = _external_uses(members, consumers, outputs)
         new_nodes.append(fused_node(members, external, _group_name(members)))
     return rebuild(graph, new_nodes)
+
+
+def _groups_to_merge(node: Node, pattern: Pattern, producers: dict[Value, Node],
+                     consumers: dict[Value, list[Node]], outputs: set[Value],
+                     group_of: dict[Node, _Group]) -> list[_Group]:
+    """The producers' groups `node` joins: through a value it alone reads, or through a shared
+    value (a diamond, e.g. x feeding both Div and the last Mul of GELU) once every other reader
+    of that value sits in a group joined here too, so the value becomes internal."""
+    candidates: list[tuple[Value, _Group]] = []
+    for v in dict.fromkeys(v for v in node.inputs if v is not None):
+        producer = producers.get(v)
+        if producer is None or producer.op == FUSED or len(producer.outputs) != 1:
+            continue
+        group = group_of[producer].find()
+        if v not in outputs and _joinable(node, pattern, v, group):
+            candidates.append((v, group))
+    merged: list[_Group] = []
+    anchors = 1 if pattern in (Pattern.REDUCTION, Pattern.OUT_FUSABLE) else 0
+    changed = True
+    while changed:  # a group joined may make another input's readers all internal
+        changed = False
+        for v, group in candidates:
+            if group in merged or (group.has_anchor and anchors):
+                continue
+            joined = set(merged) | {group}
+            if all(u is node or _elementwise_reader(u, group_of, joined)
+                   for u in consumers.get(v, [])):
+                merged.append(group)
+                anchors += group.has_anchor
+                changed = True
+    return merged
+
+
+def _elementwise_reader(reader: Node, group_of: dict[Node, _Group], joined: set[_Group]) -> bool:
+    """Is `reader` an elementwise node in an elementwise group among `joined`?"""
+    group = group_of[reader].find() if reader in group_of else None
+    return (group in joined and op_pattern(reader.op) <= Pattern.BROADCAST
+            and group.pattern <= Pattern.BROADCAST)
 
 
 def _external_uses(members: list[Node], consumers: dict[Value, list[Node]],
