@@ -59,12 +59,19 @@ class ConvKnobs:
 
 
 def default_knobs(out_shape: Sequence[int], knobs: ConvKnobs | None = None,
-                  depthwise: bool = False) -> ConvKnobs:
+                  depthwise: bool = False, lanes: int = 0) -> ConvKnobs:
     """Fill the 0 knobs for an output [N, OCB, OH, OW, ob]: the widest column tile that
-    divides OW within the register budget, then as many channel blocks as still fit."""
+    divides OW within the register budget, then as many channel blocks as still fit.
+
+    A block narrower than the vector (ob < lanes, e.g. 1000 = 125 blocks of 8 channels) does
+    half the work per FMA, so loads become the limit: there the tile maximizes FMAs per load
+    over all divisors of OCB up to 8 (`_narrow_tile`)."""
     knobs = knobs or ConvKnobs()
-    _, ocb, _, ow, _ = out_shape
+    _, ocb, _, ow, ob = out_shape
     budget = knobs.registers
+    if not depthwise and 0 < ob < lanes and not knobs.ow_tile and not knobs.oc_tile:
+        ow_tile, oc_tile = _narrow_tile(ocb, ow, NARROW_REGISTERS)
+        return ConvKnobs(ow_tile, oc_tile, knobs.registers, knobs.unroll_kw, knobs.unroll_ii)
     ow_tile = knobs.ow_tile or pick_tile(ow, budget if not depthwise else 16)
     if ow_tile < 4 < ow and not knobs.ow_tile:
         ow_tile = min(ow, 8)  # an awkward width (a prime): tail tiles beat 1-column tiles
@@ -74,6 +81,21 @@ def default_knobs(out_shape: Sequence[int], knobs: ConvKnobs | None = None,
     elif not oc_tile:
         oc_tile = max(k for k in (1, 2, 4) if ocb % k == 0 and k * ow_tile <= budget)
     return ConvKnobs(ow_tile, oc_tile, knobs.registers, knobs.unroll_kw, knobs.unroll_ii)
+
+
+NARROW_REGISTERS = 25  # half-width accumulators: 25 + oc_tile weights + 1 broadcast <= 32
+
+
+def _narrow_tile(ocb: int, ow: int, budget: int) -> tuple[int, int]:
+    """(ow_tile, oc_tile) with the most FMAs per load (oc * w / (oc + w)) times the useful
+    fraction of the column tiles (tails waste a part of the last one)."""
+    def score(t: tuple[int, int]) -> float:
+        w, oc = t
+        return oc * w / (oc + w) * ow / (-(-ow // w) * w)
+
+    tiles = [(w, oc) for oc in range(1, 9) if ocb % oc == 0
+             for w in range(1, min(ow, budget // oc) + 1)]
+    return max(tiles, key=score)
 
 
 # -- shapes ---------------------------------------------------------------------------------
@@ -213,7 +235,8 @@ def _schedule_direct(s: Schedule, out: Stage, conv: Stage, pad: Stage | None, ta
                      knobs: ConvKnobs | None, root: bool = False) -> None:
     depthwise = len(conv.op.reduce_axis) == 2  # type: ignore[attr-defined]
     shape = shape_of(conv.op.outputs[0])
-    k = default_knobs(shape, knobs, depthwise)
+    lanes = vector_lanes(target, str(conv.op.outputs[0].dtype))
+    k = default_knobs(shape, knobs, depthwise, lanes)
     n, o, h, v, i = out.op.axis if not root else conv.op.axis  # type: ignore[attr-defined]
     stage = conv if root else out
     oo, oi = stage.split(o, k.oc_tile)

@@ -10,6 +10,7 @@ from ember.graph.ir import GraphBuilder
 from ember.ops.conv_blocked import (
     OPS,
     ConvKnobs,
+    default_knobs,
     from_blocked,
     pack_depthwise,
     pack_direct,
@@ -43,6 +44,9 @@ CASES = [
     ((1, 24, 13, 13), (40, 24, 1, 1), {}, 8, 8),                    # width 13: tile tails
     ((1, 3, 12, 13), (16, 3, 3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 2]}, 0, 16),
     ((1, 3, 15, 15), (8, 3, 7, 7), {"pads": [3, 3, 3, 3], "strides": [2, 2]}, 3, 8),
+    # half-width output blocks: the FMAs-per-load tile (several channel blocks, column tails)
+    ((1, 32, 13, 13), (120, 32, 1, 1), {}, 16, 8),
+    ((1, 16, 9, 11), (24, 16, 3, 3), {"pads": [1, 1, 1, 1]}, 16, 8),
 ]
 
 
@@ -88,6 +92,19 @@ def test_winograd_matches_onnxruntime(xs, oc, attrs, ib, ob):
     (got,) = run_op("ConvNCHWc", [to_blocked(x, ib), pack_winograd(w, ib, ob), b],
                     blocked_attrs(w.shape, attrs, "winograd"))
     np.testing.assert_allclose(from_blocked(got), ref, rtol=1e-4, atol=1e-4)
+
+
+def test_narrow_blocks_tile_rule():
+    """Half-width blocks take the tile with the most FMAs per load; full-width ones keep the
+    widest dividing column tile."""
+    k = default_knobs((1, 125, 13, 13, 8), lanes=16)
+    assert (k.ow_tile, k.oc_tile) == (5, 5)
+    assert 125 % k.oc_tile == 0 and k.ow_tile * k.oc_tile <= 25
+    k = default_knobs((1, 3, 56, 56, 8), lanes=16)
+    assert (k.ow_tile, k.oc_tile) == (8, 3)
+    k = default_knobs((1, 4, 56, 56, 16), lanes=16)
+    assert (k.ow_tile, k.oc_tile) == (14, 1)
+    assert default_knobs((1, 125, 13, 13, 8), ConvKnobs(ow_tile=13), lanes=16).ow_tile == 13
 
 
 @pytest.mark.parametrize("knobs", [ConvKnobs(ow_tile=3, oc_tile=2), ConvKnobs(ow_tile=5),
