@@ -89,13 +89,14 @@ def measure_threads(name: str, threads: int, systems: list[str], paths: tuple[st
         log(f"  {name} threads={threads}: building {system} ...")
         try:
             info = worker.start(args.build_timeout)
-            warm = worker.run(args.warmup, 0, args.build_timeout)
+            slow = info["first_run_s"] > 5  # e.g. TVM's untuned default build
+            warm = worker.run(1 if slow else args.warmup, 0, args.build_timeout)
         except PeerError as error:
             rows[system]["error"] = str(error)
             rows[system]["error_detail"] = worker.full_error or str(error)
             continue
-        rows[system].update({k: v for k, v in info.items() if k not in ("ready",
-                                                                         "first_run_s")})
+        rows[system].update({k: v for k, v in info.items() if k != "ready"})
+        rows[system]["first_run_s"] = round(info["first_run_s"], 4)
         estimate = estimates[system] = min(warm) if warm else info["first_run_s"]
         affordable = int(args.max_seconds / max(estimate, 1e-9))
         runs[system] = max(args.min_runs, min(args.runs, affordable))
@@ -214,8 +215,8 @@ def table(rows: list[dict[str, Any]], systems: list[str]) -> str:
 
 def details(rows: list[dict[str, Any]]) -> str:
     """Per system: runs, build time, error against onnxruntime, RSS with the build."""
-    head = ["model", "threads", "system", "runs", "build s", "max rel err vs ort",
-            "RSS incl. build MB", "notes"]
+    head = ["model", "threads", "system", "runs", "min ms", "build s", "max rel err vs ort",
+            "RSS after imports MB", "RSS incl. build MB", "notes"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         notes = []
@@ -230,7 +231,8 @@ def details(rows: list[dict[str, Any]]) -> str:
         err = r.get("max_rel_error")
         lines.append("| " + " | ".join([
             r["model"], str(r["threads"]), r["system"], str(r.get("runs", "")),
-            _cell(r, "build_s", ".1f"), f"{err:.1e}" if err is not None else "",
+            _cell(r, "min_ms", ".2f"), _cell(r, "build_s", ".1f"),
+            f"{err:.1e}" if err is not None else "", _cell(r, "rss_imports_mb", ".0f"),
             _cell(r, "peak_rss_total_mb", ".0f"), "; ".join(notes)]) + " |")
     return "\n".join(lines)
 
@@ -243,7 +245,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=30, help="timed runs per system")
     parser.add_argument("--warmup", type=int, default=3, help="untimed runs after the build")
     parser.add_argument("--block", type=int, default=5, help="timed runs per turn")
-    parser.add_argument("--min-runs", type=int, default=10,
+    parser.add_argument("--min-runs", type=int, default=5,
                         help="timed runs even for a system slower than --max-seconds allows")
     parser.add_argument("--max-seconds", type=float, default=120.0,
                         help="timed seconds per system per row before runs are cut")

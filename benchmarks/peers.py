@@ -21,7 +21,6 @@ import gc
 import importlib.util
 import json
 import os
-import resource
 import select
 import subprocess
 import sys
@@ -224,17 +223,21 @@ def build_tvm(path: str, feeds: dict[str, np.ndarray], threads: int,
     return run
 
 
+IMPORTS = {"ember": ["ember"], "onnxruntime": ["onnxruntime"],
+           "torch": ["torch", "onnx", "onnx2torch"], "tvm": ["onnx", "tvm", "tvm.relax"]}
 BUILDERS = {"ember": build_ember, "onnxruntime": build_onnxruntime, "torch": build_torch,
             "tvm": build_tvm}
 
 
 # ---- the worker process ---------------------------------------------------------------
 
-def _hwm_mb() -> float:
+def _status_mb(field: str) -> float:
+    """A size from /proc/self/status (VmHWM: peak RSS of this process image, VmRSS: now).
+    ru_maxrss is not used: it keeps the parent's RSS from before the exec."""
     with open("/proc/self/status") as status:
         for line in status:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
+            if line.startswith(field + ":"):
+                return round(int(line.split()[1]) / 1024, 1)
     return float("nan")
 
 
@@ -264,9 +267,15 @@ def worker_main(argv: Sequence[str]) -> None:
     with np.load(feeds_path) as archive:
         feeds = {name: archive[name] for name in archive.files}
     try:
+        if system == "torch":
+            _usable_torchvision()
+        for module in IMPORTS[system]:
+            importlib.import_module(module)
+        info["rss_imports_mb"] = _status_mb("VmRSS")
         start = time.perf_counter()
         run = BUILDERS[system](path, feeds, int(threads), info, cache=cache, cold=cold)
         info["build_s"] = round(time.perf_counter() - start, 2)
+        build_peak = _status_mb("VmHWM")
         reset = _reset_peak()
         start = time.perf_counter()
         first = run()
@@ -274,7 +283,7 @@ def worker_main(argv: Sequence[str]) -> None:
         np.savez(outputs, *[np.asarray(a) for a in first])
         del first
     except Exception as error:  # noqa: BLE001 (any library's error becomes a table note)
-        send({"error": f"{type(error).__name__}: {error}".strip()})
+        send({"error": f"{type(error).__name__}: {error}".strip(), "short": _reason(error)})
         return
     send({"ready": True, **info})
     while line := sys.stdin.readline():
@@ -290,10 +299,23 @@ def worker_main(argv: Sequence[str]) -> None:
                 times.append(time.perf_counter() - start)
             send({"times": times})
         elif words[0] == "done":
-            total = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-            send({"peak_rss_mb": round(_hwm_mb() if reset else total, 1),
-                  "peak_rss_total_mb": round(total, 1)})
+            peak = _status_mb("VmHWM")
+            send({"peak_rss_mb": peak if reset else None,
+                  "peak_rss_total_mb": max(peak, build_peak)})
             return
+
+
+def _reason(error: Exception) -> str:
+    """A few words for the table: the unsupported operators, else the error's first line."""
+    text = str(error)
+    if "not supported for frontend ONNX:" in text:
+        ops = text.split("not supported for frontend ONNX:", 1)[1].split("\n")[0].strip()
+        return f"{ops} not supported by its ONNX frontend"
+    if "Converter is not implemented" in text and "operation_type=" in text:
+        op = text.split("operation_type=", 1)[1].split(",")[0].strip("'\"")
+        return f"{op} not supported by onnx2torch"
+    lines = [line for line in text.splitlines() if line.strip()]
+    return _short(f"{type(error).__name__}: {lines[0] if lines else ''}")
 
 
 # ---- the parent's handle on a worker ----------------------------------------------------
@@ -361,7 +383,7 @@ class Worker:
         if "error" in message:
             self.kill()
             self.full_error = message["error"]
-            raise PeerError(_short(message["error"]))
+            raise PeerError(message.get("short") or _short(message["error"]))
         self.info = message
         return message
 
