@@ -119,3 +119,27 @@ def test_packed_weights_match_onnxruntime(kind, direction, attrs, lens):
     got = run_op(kind, inputs, full, constant=[1, 2, 3])
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, **TOL)
+
+
+def test_lstm_wide_recurrent_product_split_over_threads():
+    """H = 256: the per-step recurrent product is wide enough to run split over 2 threads
+    (RECURRENT_PARALLEL_MIN); the numbers must not depend on it."""
+    from ember.ops.rnn import RECURRENT_PARALLEL_MIN
+    from ember.runtime.threadpool import num_threads, set_num_threads
+
+    t, b, i, h = 3, 2, 8, 256
+    assert 4 * h * h >= RECURRENT_PARALLEL_MIN
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((t, b, i)).astype("float32")
+    w = (rng.standard_normal((1, 4 * h, i)) * 0.3).astype("float32")
+    r = (rng.standard_normal((1, 4 * h, h)) * 0.06).astype("float32")
+    bias = (rng.standard_normal((1, 8 * h)) * 0.1).astype("float32")
+    refs = onnx_run("LSTM", [x, w, r, bias], {"hidden_size": h}, num_outputs=3)
+    before = num_threads()
+    set_num_threads(2)
+    try:
+        got = ember_run("LSTM", [x, w, r, bias], {"hidden_size": h})
+    finally:
+        set_num_threads(before)
+    for g, want in zip(got, refs):
+        np.testing.assert_allclose(g, want, rtol=1e-4, atol=1e-4)
