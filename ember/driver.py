@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from ember.errors import ArgumentError, EmberError
-from ember.graph.ir import Graph, Value
+from ember.graph.ir import Graph, Value, without_constant_values
 from ember.runtime.aot import link
 from ember.runtime.cache import KernelCache, cache_key
 from ember.runtime.executor import CompiledModel
@@ -268,8 +268,9 @@ def compile(model: Any, target: str | Target = "llvm", opt_level: int = 3,
     run_pack_jobs(pack_jobs, linked.address, blob, offsets)
     timings["prepack"] = time.perf_counter() - start - sum(timings.values())
     stats["prepacked"] = len(pack_jobs)
-    compiled = CompiledModel(xplan, objects, blob, str(tgt), graph=fused, stats=stats,
-                             linked=linked)
+    # the blob holds every weight the kernels read; the graph kept for display does not
+    compiled = CompiledModel(xplan, objects, blob, str(tgt), graph=without_constant_values(fused),
+                             stats=stats, linked=linked)
     compiled.stats["seconds"] = timings
     compiled.memory_plan = memory
     return compiled

@@ -220,3 +220,32 @@ def rebuild(graph: Graph, nodes: Iterable[Node], outputs: Sequence[Value] | None
     return Graph(graph.name, graph.inputs, tuple(outputs if outputs is not None else
                                                   graph.outputs),
                  topological_order(nodes, graph.inputs))
+
+
+def without_constant_values(graph: Graph) -> Graph:
+    """The same graph structure with every constant's data replaced by a zero-stride stand-in
+    of the same shape and dtype, so holding it costs no memory. For display only: the
+    stand-ins read as zeros, so such a graph must not be compiled or evaluated.
+    """
+    memo: dict[Value, Value] = {}
+
+    def value(v: Value | None) -> Value | None:
+        if v is None or v.data is None:
+            return v
+        if v not in memo:
+            hollow = np.broadcast_to(np.zeros((), v.type.dtype.numpy), v.type.shape)
+            memo[v] = Value(v.name, v.type, hollow)
+        return memo[v]
+
+    def node(n: Node) -> Node:
+        attrs = dict(n.attrs)
+        if isinstance(attrs.get("graph"), Graph):
+            attrs["graph"] = rebuilt(attrs["graph"])
+        return Node(n.op, n.name, tuple(value(v) for v in n.inputs), n.outputs, attrs)
+
+    def rebuilt(g: Graph) -> Graph:
+        return Graph(g.name, tuple(value(v) for v in g.inputs),  # type: ignore[misc]
+                     tuple(value(v) for v in g.outputs), tuple(node(n) for n in g.nodes))
+
+    return rebuilt(graph)
+
