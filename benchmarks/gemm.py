@@ -14,6 +14,8 @@ import sys
 import time
 
 SHAPES = [(1024, 1024, 1024), (512, 512, 512), (128, 3072, 768)]
+BLOCK = 5  # timed calls per turn
+GAP_SECONDS = 0.3  # pause before each turn: longer than OpenBLAS's spin-wait
 
 
 def measure(M: int, N: int, K: int, repeat: int) -> dict[str, object]:
@@ -35,18 +37,20 @@ def measure(M: int, N: int, K: int, repeat: int) -> dict[str, object]:
     f(a, b, c)
     np.testing.assert_allclose(c, a @ b, rtol=1e-3, atol=1e-3)
     out = np.empty((M, N), "float32")
-    ember_t, numpy_t = [], []
-    for _ in range(2):  # warm-up
-        f(a, b, c)
-        np.matmul(a, b, out=out)
-    for _ in range(repeat):  # alternate so both see the same machine noise
-        t0 = time.perf_counter()
-        f(a, b, c)
-        t1 = time.perf_counter()
-        np.matmul(a, b, out=out)
-        t2 = time.perf_counter()
-        ember_t.append(t1 - t0)
-        numpy_t.append(t2 - t1)
+    ember_t: list[float] = []
+    numpy_t: list[float] = []
+    # Alternate in blocks so both see the same machine noise. OpenBLAS's worker threads keep
+    # spinning for about 0.1 s after a call: an ember call inside that window loses a core
+    # to them, so each block starts after a pause and an untimed call.
+    for _ in range(max(1, repeat // BLOCK)):
+        for fn, times in ((lambda: f(a, b, c), ember_t),
+                          (lambda: np.matmul(a, b, out=out), numpy_t)):
+            time.sleep(GAP_SECONDS)
+            fn()
+            for _ in range(BLOCK):
+                t0 = time.perf_counter()
+                fn()
+                times.append(time.perf_counter() - t0)
     flops = 2.0 * M * N * K
     ember_g = flops / float(np.median(ember_t)) / 1e9
     numpy_g = flops / float(np.median(numpy_t)) / 1e9
