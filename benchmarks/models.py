@@ -251,7 +251,8 @@ def main() -> None:
                         help="timed seconds per system per row before runs are cut")
     parser.add_argument("--build-timeout", type=float, default=1200.0,
                         help="seconds a system may take to build one model")
-    parser.add_argument("--gap", type=float, default=0.02, help="seconds between turns")
+    parser.add_argument("--gap", type=float, default=0.3,
+                        help="seconds between turns: longer than a peer's threads spin after a run")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     os.environ["PYTHONPATH"] = os.pathsep.join(
