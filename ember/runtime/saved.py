@@ -3,7 +3,7 @@
     save_compiled(model, "out.ember")      # written to a temp dir, then renamed into place
     model = load_compiled("out.ember")     # links the stored objects; no recompilation
 
-The format is this session's working format (it needs llvmlite to link); the portable
+The format is ember's working format (it needs llvmlite to link); the portable
 export artifact is defined separately.
 """
 
