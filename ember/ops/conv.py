@@ -26,6 +26,7 @@ from ember.ops.conv_common import (
     conv_geometry,
     extent,
     find_stage,
+    kernel_strides_dilations,
     pad_input,
     pick_tile,
     resolve_pads,
@@ -253,13 +254,7 @@ def _transpose_geometry(attrs: Attrs, xs: Sequence[int], ws: Sequence[int]
         raise ShapeError(f"group={group} must divide the input channels ({xs[1]})")
     if ws[0] != xs[1]:
         raise ShapeError(f"input has {xs[1]} channels but W {tuple(ws)} expects {ws[0]}")
-    kernel = list(ws[2:])
-    ks = attrs.get("kernel_shape")
-    if ks and tuple(int(k) for k in ks) != tuple(kernel):
-        raise ShapeError(f"kernel_shape {tuple(ks)} does not match W's spatial shape "
-                         f"{tuple(kernel)}")
-    strides = spatial_attr(attrs, "strides", nsp, 1)
-    dilations = spatial_attr(attrs, "dilations", nsp, 1)
+    kernel, strides, dilations = kernel_strides_dilations(attrs, ws)
     out_pad = spatial_attr(attrs, "output_padding", nsp, 0)
     auto = attrs.get("auto_pad", "NOTSET")
     if auto not in AUTO_PADS:

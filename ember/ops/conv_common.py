@@ -72,6 +72,20 @@ def resolve_pads(attrs: Attrs, in_sp: Sequence[int], kernel: Sequence[int],
     return [(int(pads[i]), int(pads[i + nsp])) for i in range(nsp)]
 
 
+def kernel_strides_dilations(attrs: Attrs, ws: Sequence[int]
+                             ) -> tuple[list[int], list[int], list[int]]:
+    """The kernel's spatial sizes (checked against `kernel_shape`), strides and dilations of a
+    Conv or ConvTranspose whose weight has shape `ws`."""
+    nsp = len(ws) - 2
+    kernel = list(ws[2:])
+    ks = attrs.get("kernel_shape")
+    if ks and tuple(int(k) for k in ks) != tuple(kernel):
+        raise ShapeError(f"kernel_shape {tuple(ks)} does not match W's spatial shape "
+                         f"{tuple(kernel)}")
+    return (kernel, spatial_attr(attrs, "strides", nsp, 1),
+            spatial_attr(attrs, "dilations", nsp, 1))
+
+
 # -- Conv -----------------------------------------------------------------------------------
 def conv_geometry(attrs: Attrs, x: TensorType | Tensor, w: TensorType | Tensor
                    ) -> tuple[list[int], list[int], list[int], list[tuple[int, int]], list[int]]:
@@ -92,13 +106,7 @@ def conv_geometry(attrs: Attrs, x: TensorType | Tensor, w: TensorType | Tensor
     if ws[1] * group != xs[1]:
         raise ShapeError(f"input has {xs[1]} channels but W {tuple(ws)} with group={group} "
                          f"expects {ws[1] * group}")
-    kernel = list(ws[2:])
-    ks = attrs.get("kernel_shape")
-    if ks and tuple(int(k) for k in ks) != tuple(kernel):
-        raise ShapeError(f"kernel_shape {tuple(ks)} does not match W's spatial shape "
-                         f"{tuple(kernel)}")
-    strides = spatial_attr(attrs, "strides", nsp, 1)
-    dilations = spatial_attr(attrs, "dilations", nsp, 1)
+    kernel, strides, dilations = kernel_strides_dilations(attrs, ws)
     if min(strides + dilations) < 1:
         raise ShapeError(f"strides {strides} and dilations {dilations} must be positive")
     pads = resolve_pads(attrs, xs[2:], kernel, strides, dilations)
