@@ -2,12 +2,14 @@
 
     for (i = begin; i < end; ++i) body(i)
 becomes
-    closure = {captured values..., begin, end}
+    closure = {captured values..., begin, end, next = begin}
     ember_parallel_launch(worker, &closure, min(ember_num_threads, end - begin))
-where `worker(closure, tid, team)` runs thread tid's contiguous chunk of [begin, end) through
-`body_fn`, a function whose buffer parameters are `noalias`, so the body optimizes like the
-original. Parallel loops nested inside run serially. ember.runtime.threadpool provides
-ember_parallel_launch (its own pool, or libgomp's).
+where `worker(closure, tid, team)` takes chunks (a CHUNKS_PER_THREAD-th of a thread's share)
+from `next` (an atomic fetch-add) until none are left, and runs each through `body_fn`, a
+function whose buffer parameters are `noalias`, so the body optimizes like the original.
+Whichever threads are running share the work: a thread the OS runs late takes fewer
+chunks instead of delaying the loop. Parallel loops nested inside run serially.
+ember.runtime.threadpool provides ember_parallel_launch (its own pool, or libgomp's).
 """
 
 from __future__ import annotations
@@ -24,6 +26,9 @@ from ember.tir.stmt import Allocate, For, Store
 
 if TYPE_CHECKING:
     from ember.codegen.llvm import FunctionEmitter
+
+# chunks per thread a parallel loop is cut into (one chunk when it runs on one thread)
+CHUNKS_PER_THREAD = 4
 
 
 def _captures(em: FunctionEmitter, loop: For) -> tuple[list[Var], list[Var]]:
@@ -56,9 +61,10 @@ def emit_parallel_for(em: FunctionEmitter, loop: For) -> None:
     end = b_.add(begin, extent)
     buffers, scalars = _captures(em, loop)
     values = [em.buffers[v] for v in buffers] + [em.vars[v] for v in scalars] + [begin, end]
-    closure_type = ir.LiteralStructType([v.type for v in values])
+    # the closure: captured values, begin, end, and `next`, the first iteration not yet taken
+    closure_type = ir.LiteralStructType([v.type for v in values] + [begin.type])
     closure = em.entry_builder.alloca(closure_type, name=f"{loop.var.name}.closure")
-    for position, value in enumerate(values):
+    for position, value in enumerate(values + [begin]):
         b_.store(value, _field(b_, closure, closure_type, position))
 
     base_name = ctx.fresh_name(f"{em.function.name}_{loop.var.name}_par")
@@ -116,27 +122,40 @@ def _field(b_: ir.IRBuilder, closure: ir.Value, closure_type: ir.Type, position:
 
 def _emit_worker(em: FunctionEmitter, base_name: str, closure_type: ir.LiteralStructType,
                  body_fn: ir.Function, index_type: ir.IntType) -> ir.Function:
-    """void worker(ptr closure, i32 tid, i32 team): run thread tid's chunk of [begin, end)."""
+    """void worker(ptr closure, i32 tid, i32 team): run chunks of [begin, end), taken from
+    the closure's `next` counter, until none are left."""
     worker = ir.Function(em.module, ir.FunctionType(ir.VoidType(), [PTR, I32, I32]),
                          name=base_name)
     worker.linkage = "internal"
     worker.attributes.add("nounwind")
-    b_ = ir.IRBuilder(worker.append_basic_block("entry"))
+    entry = worker.append_basic_block("entry")
+    grab = worker.append_basic_block("grab")
+    run = worker.append_basic_block("run")
+    done = worker.append_basic_block("done")
+    b_ = ir.IRBuilder(entry)
     closure = worker.args[0]
-    values = [b_.load(_field(b_, closure, closure_type, i), typ=t)
-              for i, t in enumerate(closure_type.elements)]
-    begin, end = values[-2], values[-1]
-    tid = _widen(b_, worker.args[1], index_type)
-    count = _widen(b_, worker.args[2], index_type)
+    fields = [b_.load(_field(b_, closure, closure_type, i), typ=t)
+              for i, t in enumerate(closure_type.elements[:-1])]
+    values, begin, end = fields[:-2], fields[-2], fields[-1]
+    counter = _field(b_, closure, closure_type, len(closure_type.elements) - 1)
+    team = _widen(b_, worker.args[2], index_type)
     one = ir.Constant(index_type, 1)
-    # chunk = ceil((end - begin) / count); [lo, hi) = this thread's slice
+    # grain = ceil(span / pieces), pieces = team * CHUNKS_PER_THREAD (1 when team is 1)
     span = b_.sub(end, begin)
-    chunk = b_.sdiv(b_.add(span, b_.sub(count, one)), count)
-    lo = b_.add(begin, b_.mul(tid, chunk))
-    hi_unclamped = b_.add(lo, chunk)
+    several = b_.icmp_signed(">", team, one)
+    pieces = b_.select(several, b_.mul(team, ir.Constant(index_type, CHUNKS_PER_THREAD)), one)
+    grain = b_.sdiv(b_.add(span, b_.sub(pieces, one)), pieces)
+    grain = b_.select(b_.icmp_signed("<", grain, one), one, grain)
+    b_.branch(grab)
+    b_.position_at_end(grab)
+    lo = b_.atomic_rmw("add", counter, grain, "monotonic")
+    b_.cbranch(b_.icmp_signed("<", lo, end), run, done)
+    b_.position_at_end(run)
+    hi_unclamped = b_.add(lo, grain)
     hi = b_.select(b_.icmp_signed("<", hi_unclamped, end), hi_unclamped, end)
-    with b_.if_then(b_.icmp_signed("<", lo, hi)):
-        b_.call(body_fn, values[:-2] + [lo, hi])
+    b_.call(body_fn, values + [lo, hi])
+    b_.branch(grab)
+    b_.position_at_end(done)
     b_.ret_void()
     return worker
 

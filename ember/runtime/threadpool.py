@@ -2,8 +2,10 @@
 EMBER_NUM_THREADS (default: all cores this process may run on).
 
 Generated code calls `ember_parallel_launch(worker, closure, n)` with `n = min(
-ember_num_threads, extent)`; the pool runs `worker(closure, tid, n)` for tid = 0 (the calling
-thread) .. n - 1 and returns when all are done. The pool is LLVM IR (pool_ir.py) compiled
+ember_num_threads, extent)`; the pool runs `worker(closure, tid, n)` on the calling thread
+(tid 0) and on each of the n - 1 workers that is ready before the caller has finished, and
+returns when all those are done; `worker` takes chunks of iterations from a counter in the
+closure, so a late or descheduled worker never holds up a launch. The pool is LLVM IR (pool_ir.py) compiled
 once per process with llvmlite: worker threads are created on first use, spin for a short
 while after each job (so the next kernel of a model starts without a wake-up) and then sleep
 on a futex, using no CPU while idle. A launch from inside a running job (nested parallelism)
@@ -166,18 +168,24 @@ def parallel_launch_address() -> int:
 
 
 # -- the pool's LLVM IR ---------------------------------------------------------------------
-# Globals each on their own cache line; `pool_gen` is the job generation (the futex word).
-# A worker waits for a generation other than the last it saw: `pool_spin` pause loops, then
-# futex sleeps (counted in pool_sleepers, so the launcher only wakes when someone sleeps).
-# Every started worker acknowledges every job (pool_pending); those with tid >= team skip
-# the work. The launcher owns the pool while `pool_busy` is 1; nested or concurrent launches
-# find it busy and run serially.
+# Globals each on their own cache line. `pool_gen` is the job generation (the futex word
+# workers sleep on). A worker waits for a generation other than the last it saw: `pool_spin`
+# pause loops, then futex sleeps (counted in pool_sleepers, so the launcher only wakes when
+# someone sleeps).
+# A job is `pool_job` = id << 32 | closed << 31 | entered. A worker whose tid is in the team
+# enters a job it has not seen by raising `entered` (compare-and-swap) unless the job is
+# closed, runs `fn`, then counts itself in `pool_finished`. The launcher runs `fn` itself,
+# closes the job and waits only for the workers that entered: a worker the OS has not
+# scheduled yet does not hold up the launch. `fn` takes its iterations from a shared counter
+# (codegen/llvm_parallel.py), so whoever is running does the work. The launcher owns the pool
+# while `pool_busy` is 1; nested or concurrent launches find it busy and run serially.
 _POOL_IR = """
 target triple = "{triple}"
 
 @pool_gen = internal global i32 0, align 64
 @pool_sleepers = internal global i32 0, align 64
-@pool_pending = internal global i32 0, align 64
+@pool_job = internal global i64 0, align 64
+@pool_finished = internal global i32 0, align 64
 @pool_busy = internal global i32 0, align 64
 @pool_master_waiting = internal global i32 0, align 64
 @pool_fn = internal global ptr null, align 64
@@ -207,7 +215,8 @@ entry:
   %seen0 = trunc i64 %seen.hi to i32
   br label %wait
 wait:
-  %seen = phi i32 [ %seen0, %entry ], [ %g, %done ], [ %g, %done.last ], [ %g, %done.wake ]
+  %seen = phi i32 [ %seen0, %entry ], [ %g, %next ]
+  %last = phi i32 [ 0, %entry ], [ %last.next, %next ]
   %limit = load atomic i32, ptr @pool_spin monotonic, align 4
   br label %spin
 spin:
@@ -245,24 +254,38 @@ woke:
   br label %run
 run:
   %g = phi i32 [ %g.spin, %spin ], [ %g.sleep, %woke ]
+  br label %enter
+enter:
+  %job = load atomic i64, ptr @pool_job seq_cst, align 8
+  %job.hi = lshr i64 %job, 32
+  %jid = trunc i64 %job.hi to i32
+  %job.lo = trunc i64 %job to i32
+  %seen.job = icmp eq i32 %jid, %last
+  %closed = icmp slt i32 %job.lo, 0
+  %skip.a = or i1 %seen.job, %closed
+  br i1 %skip.a, label %next, label %enter.team
+enter.team:
   %team = load i32, ptr @pool_team, align 4
   %mine = icmp slt i32 %tid, %team
-  br i1 %mine, label %work, label %done
+  br i1 %mine, label %enter.cas, label %next
+enter.cas:
+  %job.in = add i64 %job, 1
+  %cx = cmpxchg ptr @pool_job, i64 %job, i64 %job.in seq_cst seq_cst
+  %in = extractvalue {{ i64, i1 }} %cx, 1
+  br i1 %in, label %work, label %enter
 work:
   %fn = load ptr, ptr @pool_fn, align 8
   %a = load ptr, ptr @pool_arg, align 8
   call void %fn(ptr %a, i32 %tid, i32 %team)
-  br label %done
-done:
-  %p = atomicrmw sub ptr @pool_pending, i32 1 seq_cst
-  %last = icmp eq i32 %p, 1
-  br i1 %last, label %done.last, label %wait
-done.last:
+  %f = atomicrmw add ptr @pool_finished, i32 1 seq_cst
   %mw = load atomic i32, ptr @pool_master_waiting seq_cst, align 4
   %asleep = icmp ne i32 %mw, 0
-  br i1 %asleep, label %done.wake, label %wait
-done.wake:
-  %wm = call i64 (i64, ...) @syscall(i64 {futex}, ptr @pool_pending, i64 129, i64 1, ptr null, ptr null, i64 0)
+  br i1 %asleep, label %work.wake, label %next
+work.wake:
+  %wm = call i64 (i64, ...) @syscall(i64 {futex}, ptr @pool_finished, i64 129, i64 1, ptr null, ptr null, i64 0)
+  br label %next
+next:
+  %last.next = phi i32 [ %jid, %enter ], [ %jid, %enter.team ], [ %jid, %work ], [ %jid, %work.wake ]
   br label %wait
 }}
 
@@ -314,8 +337,12 @@ go:
   store ptr %fn, ptr @pool_fn, align 8
   store ptr %arg, ptr @pool_arg, align 8
   store i32 %team, ptr @pool_team, align 4
-  store i32 %workers, ptr @pool_pending, align 4
-  %g.old = atomicrmw add ptr @pool_gen, i32 1 seq_cst
+  store atomic i32 0, ptr @pool_finished seq_cst, align 4
+  %g.new = add i32 %gen, 1
+  %g.new64 = zext i32 %g.new to i64
+  %job.new = shl i64 %g.new64, 32
+  store atomic i64 %job.new, ptr @pool_job seq_cst, align 8
+  store atomic i32 %g.new, ptr @pool_gen seq_cst, align 4
   %sl = load atomic i32, ptr @pool_sleepers seq_cst, align 4
   %anyone = icmp sgt i32 %sl, 0
   br i1 %anyone, label %wake, label %own
@@ -324,11 +351,14 @@ wake:
   br label %own
 own:
   call void %fn(ptr %arg, i32 0, i32 %team)
+  %job.old = atomicrmw or ptr @pool_job, i64 2147483648 seq_cst
+  %job.old32 = trunc i64 %job.old to i32
+  %entered = and i32 %job.old32, 2147483647
   br label %join
 join:
   %j = phi i32 [ 0, %own ], [ %j.next, %join.pause ], [ %j.next, %join.yield ]
-  %left = load atomic i32, ptr @pool_pending acquire, align 4
-  %finished = icmp eq i32 %left, 0
+  %done = load atomic i32, ptr @pool_finished acquire, align 4
+  %finished = icmp eq i32 %done, %entered
   br i1 %finished, label %exit, label %join.wait
 join.wait:
   %j.next = add i32 %j, 1
@@ -349,12 +379,12 @@ join.sleep:
   store atomic i32 1, ptr @pool_master_waiting seq_cst, align 4
   br label %join.sleep.loop
 join.sleep.loop:
-  %left.s = load atomic i32, ptr @pool_pending seq_cst, align 4
-  %finished.s = icmp eq i32 %left.s, 0
+  %done.s = load atomic i32, ptr @pool_finished seq_cst, align 4
+  %finished.s = icmp eq i32 %done.s, %entered
   br i1 %finished.s, label %join.woke, label %join.sleep.wait
 join.sleep.wait:
-  %left64 = zext i32 %left.s to i64
-  %ws = call i64 (i64, ...) @syscall(i64 {futex}, ptr @pool_pending, i64 128, i64 %left64, ptr null, ptr null, i64 0)
+  %done64 = zext i32 %done.s to i64
+  %ws = call i64 (i64, ...) @syscall(i64 {futex}, ptr @pool_finished, i64 128, i64 %done64, ptr null, ptr null, i64 0)
   br label %join.sleep.loop
 join.woke:
   store atomic i32 0, ptr @pool_master_waiting seq_cst, align 4
@@ -367,7 +397,7 @@ exit:
 define void @pool_reset_after_fork() {{
   store i32 0, ptr @pool_workers, align 4
   store i32 0, ptr @pool_sleepers, align 4
-  store i32 0, ptr @pool_pending, align 4
+  store i32 0, ptr @pool_finished, align 4
   store i32 0, ptr @pool_busy, align 4
   store i32 0, ptr @pool_master_waiting, align 4
   ret void

@@ -16,7 +16,7 @@ from ember.target import Target  # noqa: E402
 from ember.tir import (  # noqa: E402
     Allocate, Broadcast, Call, Cast, Evaluate, FloorDiv, FloorMod, For, ForKind, IfThenElse,
     IntImm, Let, LetStmt, Load, Max, Min, PrimFunc, Ramp, Select, Store, Var, buffer, const,
-    seq,
+    Seq, Stmt, seq,
 )
 from ember.tir.expr import Div, Expr  # noqa: E402
 
@@ -334,15 +334,17 @@ def test_masked_vector_load_store() -> None:
 
 
 # ---------------------------------------------------------------------------------------
-def _thread_ids_kernel(n: int) -> PrimFunc:
+def _thread_ids_kernel(n: int, sleep_us: int = 0) -> PrimFunc:
     out = buffer("tid", (n,), "int32")
     i = Var("i")
-    tid = Call(out.dtype, "gettid", ())  # the OS thread id (glibc)
-    return PrimFunc("tids", (out,), For(i, const(0), const(n), ForKind.PARALLEL,
-                                       Store(out, tid, (i,))))
+    body: Stmt = Store(out, Call(out.dtype, "gettid", ()), (i,))  # the OS thread id (glibc)
+    if sleep_us:  # slow iterations: every thread is up before the work is gone
+        body = Seq((Evaluate(Call(out.dtype, "usleep", (const(sleep_us, "int32"),))), body))
+    return PrimFunc("tids", (out,), For(i, const(0), const(n), ForKind.PARALLEL, body))
 
 
 def test_parallel_loop_uses_threads() -> None:
+    from ember.codegen.llvm_parallel import CHUNKS_PER_THREAD
     from ember.runtime import threadpool
 
     n = 1000
@@ -358,14 +360,16 @@ def test_parallel_loop_uses_threads() -> None:
     import ctypes
 
     me = ctypes.CDLL(None).gettid()
+    n = 64
     ids = np.full(n, -1, "int32")
     previous = threadpool.num_threads()
     try:
         threadpool.set_num_threads(2)
-        build_llvm(_thread_ids_kernel(n))(ids)
+        build_llvm(_thread_ids_kernel(n, sleep_us=1000))(ids)
         assert len(set(ids.tolist())) == 2
-        assert ids[0] == me  # the caller runs the first chunk
-        assert np.count_nonzero(np.diff(ids)) == 1  # static contiguous chunks
+        assert me in ids.tolist()  # the caller takes part
+        grain = n // (2 * CHUNKS_PER_THREAD)  # contiguous chunks of this many iterations
+        assert all(len(set(chunk)) == 1 for chunk in ids.reshape(-1, grain).tolist())
         threadpool.set_num_threads(1)
         build_llvm(_thread_ids_kernel(n))(ids)
         assert set(ids.tolist()) == {me}
