@@ -6,21 +6,45 @@
     print(ember.lower(s, [A, B, C]))
     f = ember.build(s, [A, B, C], target="llvm")
     model = ember.compile("model.onnx")        # a whole model
+    ember.export_library("model.onnx", "model.so")   # one file, runs without the compiler
 """
 
-from ember.build import build
+import importlib
+import sys
+import types
+
 from ember.errors import EmberError
-from ember.te.lower import lower
 
 __version__ = "0.1.0"
 
-__all__ = ["build", "compile", "lower", "EmberError", "__version__"]
+__all__ = ["build", "compile", "export_library", "lower", "EmberError", "__version__"]
+
+# everything but the errors loads on first use, so that loading an exported library
+# (ember.runtime.library) does not import the compiler
+_LAZY = {"build": "ember.build", "lower": "ember.te.lower", "compile": "ember.driver",
+         "export_library": "ember.runtime.export"}
 
 
 def __getattr__(name: str) -> object:
-    # the model compiler (graph, ops, runtime) loads on first use of ember.compile
-    if name == "compile":
-        from ember.driver import compile
-
-        return compile
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    if not name.startswith("_"):
+        try:  # a subpackage, as `import ember; ember.te` always allowed
+            return importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as error:
+            if error.name != f"{__name__}.{name}":
+                raise
     raise AttributeError(f"module 'ember' has no attribute '{name}'")
+
+
+class _Package(types.ModuleType):
+    def __setattr__(self, name: str, value: object) -> None:
+        # importing the submodule ember.build binds it here; the function keeps the name
+        if name == "build" and isinstance(value, types.ModuleType) and hasattr(value, "build"):
+            value = value.build
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package

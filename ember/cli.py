@@ -1,6 +1,7 @@
 """The `ember` command line: a thin layer over the library.
 
     ember compile model.onnx -o model.ember      ember run model.ember
+    ember compile model.onnx -o model.so         ember run model.so   (no compiler needed)
     ember inspect model.onnx --source GROUP      ember bench model.onnx --threads 2
     ember check model.onnx                       ember zoo resnet18 -o resnet18.onnx
 """
@@ -47,6 +48,11 @@ def _is_compiled(path: str) -> bool:
     return is_compiled_dir(path)
 
 
+def _is_library(path: str) -> bool:
+    """An exported model library (`ember compile -o model.so`)."""
+    return path.endswith(".so") and Path(path).is_file()
+
+
 def _onnx_model(path: str, shapes: dict[str, tuple[int, ...]] | None = None) -> Any:
     if not Path(path).is_file():
         raise ArgumentError(f"model file '{path}' does not exist")
@@ -69,7 +75,12 @@ def _onnx_model(path: str, shapes: dict[str, tuple[int, ...]] | None = None) -> 
 
 
 def _compile(args: argparse.Namespace) -> Any:
-    """A CompiledModel: loaded from a compiled directory, or compiled from an ONNX file."""
+    """A CompiledModel: loaded from a compiled directory, or compiled from an ONNX file; or
+    a LibraryModel loaded from an exported library."""
+    if _is_library(args.model):
+        from ember.runtime.library import load_library
+
+        return load_library(args.model)
     import ember
 
     if _is_compiled(args.model):
@@ -91,12 +102,12 @@ def _random_feeds(model: Any, onnx_model: Any = None, seed: int = 0) -> dict[str
             feeds = random_inputs(onnx_model, seed)
             if list(feeds) == model.input_names:
                 return {k: v.astype(s.dtype) for (k, v), s in zip(feeds.items(),
-                                                                  model.plan.inputs)}
+                                                                  model.inputs)}
         except ImportError:
             pass
     rng = np.random.default_rng(seed)
     feeds = {}
-    for spec in model.plan.inputs:
+    for spec in model.inputs:
         dtype = np.dtype(spec.dtype)
         if dtype.kind == "f":
             feeds[spec.name] = rng.standard_normal(spec.shape).astype(dtype)
@@ -131,6 +142,8 @@ def _summary(array: np.ndarray, count: int = 5) -> str:
 def _cmd_compile(args: argparse.Namespace) -> int:
     from ember.runtime.saved import save_compiled
 
+    if args.output.endswith(".so"):
+        return _export(args)
     model = _compile(args)
     out = save_compiled(model, args.output)
     stats = model.stats
@@ -141,9 +154,23 @@ def _cmd_compile(args: argparse.Namespace) -> int:
     return 0
 
 
+def _export(args: argparse.Namespace) -> int:
+    from ember.runtime.export import export_library
+
+    if not Path(args.model).is_file():
+        raise ArgumentError(f"model file '{args.model}' does not exist")
+    out = export_library(args.model, args.output, input_shapes=_input_shapes(args),
+                         opt_level=args.opt_level, target=args.target, cache=not args.no_cache,
+                         progress=True if sys.stderr.isatty() else None)
+    print(f"exported {Path(args.model).name} to {out} ({out.stat().st_size} bytes); load it "
+          "with ember.runtime.library.load_library")
+    return 0
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     model = _compile(args)
-    onnx_model = None if _is_compiled(args.model) else _onnx_model(args.model)
+    stored = _is_compiled(args.model) or _is_library(args.model)
+    onnx_model = None if stored else _onnx_model(args.model)
     feeds = _feeds(args, model, onnx_model)
     outputs = model.run(feeds)
     for name, array in zip(model.output_names, outputs):
@@ -152,6 +179,17 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
+    if _is_library(args.model):
+        if args.source:
+            raise ArgumentError("--source needs the model file (.onnx), not a library")
+        model = _compile(args)
+        meta = model.metadata
+        print(repr(model))
+        print(f"ember {meta.get('ember_version')}, target {meta.get('target')}, "
+              f"{len(meta['plan']['calls'])} kernel calls")
+        plan = meta["plan"]
+        _print_memory(plan["workspace_bytes"], plan["naive_bytes"], plan["peak_live_bytes"])
+        return 0
     if _is_compiled(args.model):
         from ember.runtime.saved import load_compiled
 
@@ -219,6 +257,8 @@ def _threads(args: argparse.Namespace) -> int:
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
+    if _is_library(args.model):
+        return _bench_library(args)
     from ember.runtime.compare import bench
 
     if _is_compiled(args.model):
@@ -230,6 +270,21 @@ def _cmd_bench(args: argparse.Namespace) -> int:
                    warmup=args.warmup)
     print(f"model {args.model} ({len(model.plan.calls)} fused groups), {args.runs} runs")
     print(report)
+    return 0
+
+
+def _bench_library(args: argparse.Namespace) -> int:
+    """An exported library alone (no onnxruntime comparison: the .onnx is not at hand)."""
+    from ember.runtime.library import default_num_threads
+
+    if args.threads is not None and args.threads < 1:
+        raise ArgumentError(f"--threads must be >= 1, got {args.threads}")
+    model = _compile(args)
+    threads = args.threads or default_num_threads()
+    model.set_num_threads(threads)
+    seconds = model.time(_feeds(args, model), repeat=args.runs, warmup=args.warmup)
+    print(f"model {args.model}, {threads} threads, {args.runs} runs: median "
+          f"{seconds * 1e3:.3f} ms")
     return 0
 
 
@@ -300,7 +355,8 @@ def _cmd_target(args: argparse.Namespace) -> int:
 
 # parser -----------------------------------------------------------------------------------
 def _model_options(p: argparse.ArgumentParser, compiled_ok: bool = True) -> None:
-    what = "an .onnx file" + (" or a directory written by 'ember compile'" if compiled_ok else "")
+    what = "an .onnx file" + (" or a directory or .so written by 'ember compile'"
+                              if compiled_ok else "")
     p.add_argument("model", help=f"the model: {what}")
     p.add_argument("--target", default="llvm", help="target string (default: llvm, this CPU)")
     p.add_argument("-O", "--opt-level", type=int, default=3, choices=range(4),
@@ -324,9 +380,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("compile", help="compile a model and store the result",
                        description="Compile an ONNX model and write the compiled model (plan, "
-                                   "constants, kernel objects) to a directory.")
+                                   "constants, kernel objects) to a directory, or with an "
+                                   "output ending in .so export it as one shared library "
+                                   "that runs without the compiler.")
     _model_options(p, compiled_ok=False)
-    p.add_argument("-o", "--output", required=True, help="output directory")
+    p.add_argument("-o", "--output", required=True,
+                   help="output directory, or FILE.so for a shared library")
     p.set_defaults(func=_cmd_compile)
 
     p = sub.add_parser("run", help="run a model on random or given inputs",
@@ -348,8 +407,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("bench", help="time ember against onnxruntime",
                        description="Median latency of ember and onnxruntime on the same inputs "
-                                   "and thread count, their ratio and the max output error.")
-    _model_options(p, compiled_ok=False)
+                                   "and thread count, their ratio and the max output error "
+                                   "(for an exported .so: its latency alone).")
+    _model_options(p)
     _input_options(p)
     p.add_argument("--threads", type=int, default=None, help="threads for both (default: all)")
     p.add_argument("--runs", type=int, default=20, help="timed runs (default 20)")

@@ -16,7 +16,7 @@ import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -27,7 +27,7 @@ from ember.runtime.cache import KernelCache, cache_key
 from ember.runtime.executor import CompiledModel
 from ember.runtime.groups import FusedGroup, fused_groups, optimize, plan, without_weights
 from ember.runtime.plan import ExecPlan, KernelCall, Slot, TensorSpec
-from ember.runtime.prepack import pack_constants, prepacked_calls, run_pack_jobs
+from ember.runtime.prepack import PackJob, pack_constants, prepacked_calls, run_pack_jobs
 from ember.target import Target
 from ember.tir.function import PrimFunc
 
@@ -82,12 +82,14 @@ def lower_group(group: FusedGroup, target: Target | str = "llvm") -> PrimFunc:
     return lower_kernels(group, target)[0]
 
 
-def compile_kernel(group: FusedGroup, target: Target | str = "llvm") -> bytes:
-    """An object file defining the group's kernel `group.symbol` (and its pack kernel)."""
+def compile_kernel(group: FusedGroup, target: Target | str = "llvm", pic: bool = False
+                   ) -> bytes:
+    """An object file defining the group's kernel `group.symbol` (and its pack kernel);
+    `pic`: position-independent, for a shared library (else for this process's JIT)."""
     from ember.runtime.aot import emit_kernel_object
 
     try:
-        return emit_kernel_object(lower_kernels(group, target), target)
+        return emit_kernel_object(lower_kernels(group, target), target, pic)
     except EmberError as error:
         raise type(error)(f"fused group '{group.name}' ({group.describe()}): {error}") from None
 
@@ -145,16 +147,18 @@ def _pool(workers: int) -> Executor:
 
 
 def compile_kernels(groups: Sequence[FusedGroup], target: Target, cache: KernelCache | None,
-                    jobs: int | None = None, progress: bool = False
+                    jobs: int | None = None, progress: bool = False, pic: bool = False
                     ) -> tuple[dict[str, bytes], dict[str, int]]:
-    """Object code per distinct kernel symbol (cache first), compiled on `jobs` threads."""
+    """Object code per distinct kernel symbol (cache first), compiled on `jobs` threads;
+    `pic`: position-independent objects (cached apart from the JIT's)."""
     unique: dict[str, FusedGroup] = {}
     for g in groups:
         unique.setdefault(g.symbol, g)
     objects: dict[str, bytes] = {}
     todo = []
+    cache_target = f"{target} -reloc=pic" if pic else str(target)
     for symbol, g in unique.items():
-        blob = cache.get(cache_key(g.key, str(target))) if cache is not None else None
+        blob = cache.get(cache_key(g.key, cache_target)) if cache is not None else None
         if blob is not None:
             objects[symbol] = blob
         else:
@@ -164,14 +168,14 @@ def compile_kernels(groups: Sequence[FusedGroup], target: Target, cache: KernelC
     try:
         if workers <= 1 or len(todo) < PARALLEL_MIN_KERNELS:
             for g in todo:
-                objects[g.symbol] = compile_kernel(g, target)
+                objects[g.symbol] = compile_kernel(g, target, pic)
                 bar.update()
         else:
             # llvmlite serializes every LLVM call behind one lock and lowering is pure
             # Python, so threads do not overlap; worker processes do
             with _pool(workers) as pool:
-                futures = [(g, pool.submit(compile_kernel, without_weights(g), str(target)))
-                           for g in todo]
+                futures = [(g, pool.submit(compile_kernel, without_weights(g), str(target),
+                                           pic)) for g in todo]
                 for g, future in futures:
                     objects[g.symbol] = future.result()
                     bar.update()
@@ -179,7 +183,7 @@ def compile_kernels(groups: Sequence[FusedGroup], target: Target, cache: KernelC
         bar.close()
     if cache is not None:
         for g in todo:
-            cache.put(cache_key(g.key, str(target)), objects[g.symbol])
+            cache.put(cache_key(g.key, cache_target), objects[g.symbol])
     stats = {"groups": len(groups), "kernels": len(unique), "compiled": len(todo),
              "cached": len(unique) - len(todo)}
     return objects, stats
@@ -231,6 +235,50 @@ def exec_plan(graph: Graph, groups: Sequence[FusedGroup], memory: Any,
                     int(getattr(memory, "peak_live_bytes", 0)))
 
 
+class Prepared(NamedTuple):
+    """A model compiled up to linking: plan, kernel objects, constant blob, pack jobs."""
+
+    graph: Graph                       # the fused graph
+    plan: ExecPlan
+    objects: dict[str, bytes]
+    blob: np.ndarray
+    offsets: dict[Value, int]
+    pack_jobs: list[PackJob]
+    memory: Any
+    stats: dict[str, Any]
+    timings: dict[str, float]
+
+
+def prepare(model: Any, target: Target, opt_level: int = 3,
+            input_shapes: Mapping[str, Sequence[int]] | None = None,
+            cache: bool | str | os.PathLike[str] | KernelCache = True,
+            jobs: int | None = None, progress: bool | None = None,
+            prepack: bool | None = None, pic: bool = False) -> Prepared:
+    """Everything of `compile` before linking: the packed weights' slots in the blob are
+    zero until the pack jobs run (`run_pack_jobs`)."""
+    if not isinstance(opt_level, int) or not 0 <= opt_level <= 3:
+        raise ArgumentError(f"opt_level must be an int in [0, 3], got {opt_level!r}")
+    timings: dict[str, float] = {}
+    start = time.perf_counter()
+    graph = import_model(model, input_shapes)
+    timings["import"] = time.perf_counter() - start
+    fused = optimize(graph, opt_level, target)
+    timings["optimize"] = time.perf_counter() - start - sum(timings.values())
+    if prepack is None:
+        prepack = os.environ.get("EMBER_PREPACK", "1").strip() not in ("0", "false", "no")
+    groups = fused_groups(fused, prepack)
+    show = progress if progress is not None else _stderr_is_terminal() and len(groups) > 8
+    objects, stats = compile_kernels(groups, target, _kernel_cache(cache), jobs, bool(show),
+                                     pic)
+    timings["kernels"] = time.perf_counter() - start - sum(timings.values())
+    memory = plan(fused)
+    calls, pack_jobs = prepacked_calls(groups)
+    offsets, blob = pack_constants(fused, calls, pack_jobs)
+    xplan = exec_plan(fused, calls, memory, offsets, blob.size)
+    stats["prepacked"] = len(pack_jobs)
+    return Prepared(fused, xplan, objects, blob, offsets, pack_jobs, memory, stats, timings)
+
+
 def compile(model: Any, target: str | Target = "llvm", opt_level: int = 3,
             input_shapes: Mapping[str, Sequence[int]] | None = None,
             cache: bool | str | os.PathLike[str] | KernelCache = True,
@@ -245,34 +293,19 @@ def compile(model: Any, target: str | Target = "llvm", opt_level: int = 3,
     kernels (packed panels, transposed weights) once here instead of on every run.
     """
     tgt = Target(target)
-    if not isinstance(opt_level, int) or not 0 <= opt_level <= 3:
-        raise ArgumentError(f"opt_level must be an int in [0, 3], got {opt_level!r}")
-    timings: dict[str, float] = {}
     start = time.perf_counter()
-    graph = import_model(model, input_shapes)
-    timings["import"] = time.perf_counter() - start
-    fused = optimize(graph, opt_level, tgt)
-    timings["optimize"] = time.perf_counter() - start - sum(timings.values())
-    if prepack is None:
-        prepack = os.environ.get("EMBER_PREPACK", "1").strip() not in ("0", "false", "no")
-    groups = fused_groups(fused, prepack)
-    show = progress if progress is not None else _stderr_is_terminal() and len(groups) > 8
-    objects, stats = compile_kernels(groups, tgt, _kernel_cache(cache), jobs, bool(show))
-    timings["kernels"] = time.perf_counter() - start - sum(timings.values())
-    memory = plan(fused)
-    calls, pack_jobs = prepacked_calls(groups)
-    offsets, blob = pack_constants(fused, calls, pack_jobs)
-    xplan = exec_plan(fused, calls, memory, offsets, blob.size)
-    linked = link(xplan, objects, tgt)
+    built = prepare(model, tgt, opt_level, input_shapes, cache, jobs, progress, prepack)
+    timings = built.timings
+    linked = link(built.plan, built.objects, tgt)
     timings["link"] = time.perf_counter() - start - sum(timings.values())
-    run_pack_jobs(pack_jobs, linked.address, blob, offsets)
+    run_pack_jobs(built.pack_jobs, linked.address, built.blob, built.offsets)
     timings["prepack"] = time.perf_counter() - start - sum(timings.values())
-    stats["prepacked"] = len(pack_jobs)
     # the blob holds every weight the kernels read; the graph kept for display does not
-    compiled = CompiledModel(xplan, objects, blob, str(tgt), graph=without_constant_values(fused),
-                             stats=stats, linked=linked)
+    compiled = CompiledModel(built.plan, built.objects, built.blob, str(tgt),
+                             graph=without_constant_values(built.graph), stats=built.stats,
+                             linked=linked)
     compiled.stats["seconds"] = timings
-    compiled.memory_plan = memory
+    compiled.memory_plan = built.memory
     return compiled
 
 

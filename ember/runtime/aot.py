@@ -50,17 +50,19 @@ def main_function(plan: ExecPlan) -> PrimFunc:
     return PrimFunc(MAIN_SYMBOL, (*ins, *outs, workspace, constants), Seq(tuple(body)))
 
 
-def emit_kernel_object(funcs: list[PrimFunc], target: Target | str = "llvm") -> bytes:
-    """An object file for linking into this process's JIT (see `link`).
+def emit_kernel_object(funcs: list[PrimFunc], target: Target | str = "llvm",
+                       pic: bool = False) -> bytes:
+    """An object file for linking into this process's JIT (see `link`), or with `pic` into
+    a shared library (see ember.runtime.export).
 
-    It is generated with the JIT's code model and relocation model (absolute addresses):
+    The JIT's objects use its code model and relocation model (absolute addresses):
     position-independent objects use GOT-relative addressing that the JIT linker resolves
     wrongly once several objects share one engine.
     """
     from ember.codegen import jit
 
     tgt = Target(target)
-    machine = jit.target_machine(tgt, jit=True)
+    machine = jit.target_machine(tgt, jit=not pic)
     module = jit.parse_module(funcs, tgt, machine)
     jit.optimize(module, machine)
     return bytes(machine.emit_object(module))

@@ -19,19 +19,12 @@ from typing import Any
 
 import numpy as np
 
-from ember.errors import ArgumentError, EmberError
+from ember.errors import EmberError
 from ember.runtime.aot import MAIN_SYMBOL, LinkedModel, link
-from ember.runtime.plan import ExecPlan, Slot
+from ember.runtime.library import ALIGN, aligned_bytes, check_inputs, median_seconds, slot_value
+from ember.runtime.plan import ExecPlan, Slot, TensorSpec
 
-ALIGN = 64
-
-
-def aligned_bytes(size: int, zero: bool = True) -> np.ndarray:
-    """A uint8 array of `size` bytes (at least 1, zeroed unless `zero` is False) whose data
-    is 64-byte aligned."""
-    raw = (np.zeros if zero else np.empty)(max(1, size) + ALIGN, np.uint8)
-    start = (-raw.ctypes.data) % ALIGN
-    return raw[start:start + max(1, size)]
+__all__ = ["ALIGN", "CompiledModel", "ProfileTable", "aligned_bytes"]
 
 
 @dataclass(frozen=True)
@@ -104,10 +97,17 @@ class CompiledModel:
         self._main = ctypes.CFUNCTYPE(ctypes.c_int32, *[ctypes.c_void_p] * count)(
             self._linked.address(MAIN_SYMBOL))
         self._tail = (self._workspace.ctypes.data, self._constants.ctypes.data)
-        self._in_dtypes = [np.dtype(s.dtype) for s in plan.inputs]
         self._direct = [src == Slot("output", i) for i, src in enumerate(plan.output_sources)]
 
     # names -------------------------------------------------------------------------------
+    @property
+    def inputs(self) -> tuple[TensorSpec, ...]:
+        return self.plan.inputs
+
+    @property
+    def outputs(self) -> tuple[TensorSpec, ...]:
+        return self.plan.outputs
+
     @property
     def input_names(self) -> list[str]:
         return [s.name for s in self.plan.inputs]
@@ -133,38 +133,7 @@ class CompiledModel:
     # running -----------------------------------------------------------------------------
     def check_inputs(self, inputs: Mapping[str, Any] | Sequence[Any]) -> list[np.ndarray]:
         """The input arrays in graph-input order, checked and C-contiguous."""
-        specs = self.plan.inputs
-        if isinstance(inputs, Mapping):
-            unknown = [k for k in inputs if k not in self.input_names]
-            missing = [n for n in self.input_names if n not in inputs]
-            if unknown or missing:
-                raise ArgumentError(
-                    f"model '{self.plan.name}' expects inputs {self.input_names}; "
-                    + (f"unknown: {unknown}" if unknown else "")
-                    + ("; " if unknown and missing else "")
-                    + (f"missing: {missing}" if missing else ""))
-            arrays = [inputs[n] for n in self.input_names]
-        else:
-            arrays = list(inputs)
-            if len(arrays) != len(specs):
-                raise ArgumentError(f"model '{self.plan.name}' takes {len(specs)} inputs "
-                                    f"{self.input_names}, got {len(arrays)}")
-        checked = []
-        for spec, want, array in zip(specs, self._in_dtypes, arrays):
-            if not isinstance(array, np.ndarray):
-                if np.isscalar(array) or isinstance(array, (list, tuple)):
-                    array = np.asarray(array, dtype=want)
-                else:
-                    raise ArgumentError(f"input '{spec.name}': expected a numpy array, got "
-                                        f"{type(array).__name__}")
-            if array.dtype != want:
-                raise ArgumentError(f"input '{spec.name}': expected dtype {spec.dtype}, got "
-                                    f"{array.dtype}")
-            if tuple(array.shape) != spec.shape:
-                raise ArgumentError(f"input '{spec.name}': expected shape {spec.shape}, got "
-                                    f"{tuple(array.shape)}")
-            checked.append(np.ascontiguousarray(array))
-        return checked
+        return check_inputs(self.plan.name, self.plan.inputs, inputs)
 
     def run(self, inputs: Mapping[str, Any] | Sequence[Any]) -> list[np.ndarray]:
         """Outputs in graph-output order for inputs given by name (dict) or position (list)."""
@@ -186,13 +155,8 @@ class CompiledModel:
 
     def _read(self, slot: Slot, inputs: list[np.ndarray], outputs: list[np.ndarray],
               spec: Any) -> np.ndarray:
-        if slot.kind == "input":
-            return inputs[slot.index]
-        if slot.kind == "output":
-            return outputs[slot.index]
-        base = self._workspace if slot.kind == "workspace" else self._constants
-        nbytes = spec.size * np.dtype(spec.dtype).itemsize
-        return base[slot.index:slot.index + nbytes].view(spec.dtype).reshape(spec.shape)
+        return slot_value(slot.kind, slot.index, spec, inputs, outputs, self._workspace,
+                          self._constants)
 
     # profiling ---------------------------------------------------------------------------
     def kernel_calls(self, inputs: Mapping[str, Any] | Sequence[Any]
@@ -268,11 +232,4 @@ class CompiledModel:
     def time(self, inputs: Mapping[str, Any] | Sequence[Any], repeat: int = 10,
              warmup: int = 1) -> float:
         """Median seconds of one run (input checks and output allocation included)."""
-        for _ in range(warmup):
-            self.run(inputs)
-        samples = []
-        for _ in range(max(1, repeat)):
-            start = time.perf_counter()
-            self.run(inputs)
-            samples.append(time.perf_counter() - start)
-        return float(np.median(samples))
+        return median_seconds(lambda: self.run(inputs), repeat, warmup)

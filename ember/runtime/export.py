@@ -1,0 +1,300 @@
+"""Export a model as ONE shared library that runs with ctypes and numpy alone (no compiler).
+
+    ember.export_library("resnet50.onnx", "resnet50.so")
+    model = ember.runtime.library.load_library("resnet50.so")    # llvmlite never imported
+
+The library holds every kernel compiled position-independent, `model_main`, the thread pool
+with `ember_num_threads` / `ember_set_num_threads`, the constant blob (the packed weights,
+64-byte aligned in .rodata, assembled from a file with `.incbin`) and the plan metadata as a
+JSON string (`ember_metadata`, `ember_metadata_size`). It is linked by the system C compiler
+(`CC`, else cc / gcc / clang). `export_objects` writes the same pieces unlinked, for a
+target without a linker on this machine.
+"""
+
+from __future__ import annotations
+
+import _ctypes
+import ctypes
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ember.errors import ArgumentError, EmberError
+from ember.runtime import library
+from ember.runtime.cache import KernelCache
+from ember.target import Target
+
+# SYS_futex per architecture (the pool sleeps on a futex)
+_FUTEX = {"x86_64": 202, "aarch64": 98, "arm64": 98}
+_SPIN = 30000  # the JIT pool's default (threadpool.DEFAULT_SPIN)
+# the pool's libgomp entry points: dropped from the library, which must not need libgomp
+_GOMP_FUNCTIONS = ("gomp_launch", "gomp_body")
+CONSTANTS_FILE = "constants.bin"
+METADATA_FILE = "metadata.json"
+DATA_FILE = "data.s"
+LINK_FLAGS = ("-shared", "-Wl,-Bsymbolic", "-Wl,--no-undefined", "-Wl,-z,noexecstack")
+LIBS = ("-lm", "-lpthread")
+
+
+class ExportError(EmberError):
+    """A model could not be written as a shared library."""
+
+
+class CompilerNotFoundError(ExportError):
+    """No C compiler (the linker driver) for the target was found."""
+
+
+class LinkError(ExportError):
+    """The C compiler failed to link the library."""
+
+
+# the C compiler -------------------------------------------------------------------------
+def find_c_compiler(target: Target | str = "llvm") -> list[str]:
+    """The command line of the C compiler that links for `target`: $CC when set, else cc,
+    gcc or clang for the host, <triple>-gcc for another target."""
+    tgt = Target(target)
+    explicit = os.environ.get("CC", "").strip()
+    if explicit:
+        argv = shlex.split(explicit)
+        if shutil.which(argv[0]) is None:
+            raise CompilerNotFoundError(f"CC={explicit!r}: '{argv[0]}' is not an executable "
+                                        "on PATH; set CC to the C compiler's path")
+        return argv
+    if tgt.is_host:
+        for name in ("cc", "gcc", "clang"):
+            if shutil.which(name):
+                return [name]
+        raise CompilerNotFoundError("exporting a library needs a C compiler to link it; none "
+                                    "of cc, gcc, clang is on PATH: install one or set the CC "
+                                    "environment variable to its path")
+    triple = tgt.triple
+    parts = triple.split("-")
+    names = [f"{triple}-gcc", f"{triple}-cc"]
+    if len(parts) >= 3:
+        names.append(f"{parts[0]}-{'-'.join(parts[2:])}-gcc")  # aarch64-linux-gnu-gcc
+    for name in names:
+        if shutil.which(name):
+            return [name]
+    raise CompilerNotFoundError(
+        f"target triple '{triple}' is not this machine's and no linker for it was found "
+        f"(looked for {', '.join(names)}): set CC to a cross C compiler for '{triple}', or "
+        "write the unlinked objects with ember.runtime.export.export_objects")
+
+
+# the pieces -----------------------------------------------------------------------------
+def runtime_ir(target: Target) -> str:
+    """The thread pool plus the library's thread-count global and exported entry points."""
+    from ember.runtime import threadpool
+
+    arch = target.triple.split("-")[0]
+    if arch not in _FUTEX:
+        raise ExportError(f"target triple '{target.triple}': the thread pool supports "
+                          f"{', '.join(sorted(_FUTEX))} only")
+    text = threadpool.pool_ir(target.triple, arch, _FUTEX[arch], _SPIN)
+    return text + f"""
+@{threadpool.NUM_THREADS_SYMBOL} = global i32 1, align 64
+@{threadpool.LAUNCH_SYMBOL} = alias void (ptr, ptr, i32), ptr @pool_launch
+@{library.RESET_SYMBOL} = alias void (), ptr @pool_reset_after_fork
+
+define void @{library.SET_THREADS_SYMBOL}(i32 %count) {{
+  %positive = icmp sgt i32 %count, 0
+  %n = select i1 %positive, i32 %count, i32 1
+  store i32 %n, ptr @{threadpool.NUM_THREADS_SYMBOL}, align 4
+  ret void
+}}
+
+define i32 @{library.GET_THREADS_SYMBOL}() {{
+  %n = load i32, ptr @{threadpool.NUM_THREADS_SYMBOL}, align 4
+  ret i32 %n
+}}
+"""
+
+
+def runtime_object(target: Target) -> bytes:
+    """`runtime_ir` compiled position-independent, without the libgomp launch."""
+    import llvmlite.binding as llvm
+
+    from ember.codegen import jit
+
+    machine = jit.target_machine(target, jit=False)
+    module = llvm.parse_assembly(runtime_ir(target))
+    module.verify()
+    names = {f.name for f in module.functions}
+    for name in _GOMP_FUNCTIONS:
+        if name in names:
+            module.get_function(name).linkage = "internal"
+    manager = llvm.create_new_module_pass_manager()
+    manager.add_global_dead_code_eliminate_pass()
+    manager.run(module, llvm.create_pass_builder(machine, llvm.create_pipeline_tuning_options()))
+    return bytes(machine.emit_object(module))
+
+
+def main_object(plan: Any, target: Target) -> bytes:
+    """model_main, position-independent."""
+    from ember.codegen import jit
+    from ember.runtime.aot import main_function
+
+    return jit.emit_object([main_function(plan)], target)
+
+
+def metadata(plan: Any, target: Target) -> dict[str, Any]:
+    """What the loader reads: format, versions, target and the plan (inputs, outputs,
+    output sources, workspace and constant bytes, kernel calls)."""
+    from ember import __version__
+    from ember.runtime.cache import compiler_version
+
+    return {"format": library.FORMAT, "ember_version": __version__,
+            "compiler": compiler_version(), "target": str(target), "triple": target.triple,
+            "plan": json.loads(plan.to_json())}
+
+
+def data_assembly(constant_bytes: int, metadata_bytes: int) -> str:
+    """Assembler for the constant blob (64-byte aligned, read-only) and the metadata."""
+    c, m, n = library.CONSTANTS_SYMBOL, library.METADATA_SYMBOL, library.METADATA_SIZE_SYMBOL
+    pad = "" if constant_bytes else "\t.zero 64\n"  # a symbol with bytes behind it
+    return (f"\t.section .rodata.{c},\"a\",%progbits\n\t.balign 64\n\t.globl {c}\n"
+            f"\t.type {c}, %object\n{c}:\n\t.incbin \"{CONSTANTS_FILE}\"\n{pad}"
+            f"\t.size {c}, {constant_bytes or 64}\n"
+            f"\t.section .rodata.{m},\"a\",%progbits\n\t.balign 8\n\t.globl {n}\n"
+            f"\t.type {n}, %object\n{n}:\n\t.quad {metadata_bytes}\n\t.size {n}, 8\n"
+            f"\t.globl {m}\n\t.type {m}, %object\n{m}:\n\t.incbin \"{METADATA_FILE}\"\n"
+            f"\t.byte 0\n\t.size {m}, {metadata_bytes + 1}\n"
+            "\t.section .note.GNU-stack,\"\",%progbits\n")
+
+
+def _write_objects(built: Any, target: Target, work: Path) -> list[str]:
+    """Kernel, model_main and runtime objects into `work`; their file names."""
+    names = []
+    for k, symbol in enumerate(built.plan.symbols):
+        name = f"k{k:04d}.o"
+        (work / name).write_bytes(built.objects[symbol])
+        names.append(name)
+    (work / "main.o").write_bytes(main_object(built.plan, target))
+    (work / "runtime.o").write_bytes(runtime_object(target))
+    return names + ["main.o", "runtime.o"]
+
+
+def _write_data(built: Any, target: Target, work: Path) -> list[str]:
+    built.blob[:built.plan.constant_bytes].tofile(work / CONSTANTS_FILE)
+    text = json.dumps(metadata(built.plan, target), separators=(",", ":")).encode()
+    (work / METADATA_FILE).write_bytes(text)
+    (work / DATA_FILE).write_text(data_assembly(built.plan.constant_bytes, len(text)))
+    return [DATA_FILE]
+
+
+def link_command(cc: Sequence[str], output: str, files: Sequence[str]) -> list[str]:
+    return [*cc, *LINK_FLAGS, "-o", output, *files, *LIBS]
+
+
+def _link(cc: Sequence[str], output: Path, files: Sequence[str], work: Path) -> None:
+    command = link_command(cc, str(output), files)
+    try:
+        done = subprocess.run(command, cwd=work, capture_output=True, text=True, check=False)
+    except OSError as error:
+        raise CompilerNotFoundError(f"cannot run the C compiler '{cc[0]}': {error}; set CC "
+                                    "to a working C compiler") from None
+    if done.returncode != 0:
+        raise LinkError(f"linking '{output.name}' failed ({shlex.join(command)}, exit "
+                        f"{done.returncode}):\n{done.stderr.strip()}")
+
+
+def _run_pack_jobs(built: Any, cc: Sequence[str], objects: Sequence[str], work: Path) -> None:
+    """Fill the packed-weight slots of the blob by running the pack kernels from a helper
+    library linked from the same objects (serially: no pool threads outlive it)."""
+    from ember.runtime.prepack import run_pack_jobs
+
+    helper = work / "pack_helper.so"
+    _link(cc, helper, [o for o in objects if o != "main.o"], work)
+    lib = ctypes.CDLL(str(helper))
+    try:
+        getattr(lib, library.SET_THREADS_SYMBOL)(1)
+
+        def address(symbol: str) -> int:
+            return ctypes.cast(getattr(lib, symbol), ctypes.c_void_p).value or 0
+
+        run_pack_jobs(built.pack_jobs, address, built.blob, built.offsets)
+    finally:
+        _ctypes.dlclose(lib._handle)
+
+
+def _prepare(model: Any, target: Target, opt_level: int,
+             input_shapes: Mapping[str, Sequence[int]] | None,
+             cache: bool | str | os.PathLike[str] | KernelCache, jobs: int | None,
+             progress: bool | None, prepack: bool | None) -> Any:
+    from ember.driver import prepare
+    from ember.runtime.executor import CompiledModel
+
+    if isinstance(model, CompiledModel):
+        raise ArgumentError("export takes the model itself (a path, an onnx.ModelProto or an "
+                            "ember Graph), not a CompiledModel: its kernels are compiled for "
+                            "this process's JIT")
+    return prepare(model, target, opt_level, input_shapes, cache, jobs, progress, prepack,
+                   pic=True)
+
+
+def export_library(model: Any, path: str | os.PathLike[str],
+                   input_shapes: Mapping[str, Sequence[int]] | None = None,
+                   opt_level: int = 3, target: str | Target = "llvm",
+                   cache: bool | str | os.PathLike[str] | KernelCache = True,
+                   jobs: int | None = None, progress: bool | None = None,
+                   prepack: bool | None = None) -> Path:
+    """Compile `model` (path, onnx.ModelProto or ember Graph) into the shared library `path`
+    (written atomically); load it with `ember.runtime.library.load_library`.
+
+    Weights are prepacked for host targets (as by `ember.compile`); a library for another
+    machine packs them on every run.
+    """
+    tgt = Target(target)
+    out = Path(path)
+    if out.is_dir():
+        raise ArgumentError(f"export_library: '{out}' is a directory; expected a file path "
+                            "such as model.so")
+    cc = find_c_compiler(tgt)  # before the compile: fail fast
+    built = _prepare(model, tgt, opt_level, input_shapes, cache, jobs, progress,
+                     prepack if tgt.is_host else False)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".ember-export-") as name:
+        work = Path(name)
+        objects = _write_objects(built, tgt, work)
+        if built.pack_jobs:
+            _run_pack_jobs(built, cc, objects, work)
+        files = objects + _write_data(built, tgt, work)
+        fd, temp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
+        os.close(fd)
+        try:
+            _link(cc, Path(temp).resolve(), files, work)
+            os.chmod(temp, 0o755)
+            os.replace(temp, out)
+        except BaseException:
+            Path(temp).unlink(missing_ok=True)
+            raise
+    return out
+
+
+def export_objects(model: Any, directory: str | os.PathLike[str],
+                   input_shapes: Mapping[str, Sequence[int]] | None = None,
+                   opt_level: int = 3, target: str | Target = "llvm",
+                   cache: bool | str | os.PathLike[str] | KernelCache = True,
+                   jobs: int | None = None, progress: bool | None = None) -> Path:
+    """The library's pieces, unlinked, in `directory` (for a machine without a linker for
+    the target): objects, data.s with constants.bin and metadata.json, and link.sh, the
+    command that links them there. Weights are not prepacked (the kernels pack them)."""
+    tgt = Target(target)
+    root = Path(directory)
+    if root.exists() and not root.is_dir():
+        raise ArgumentError(f"export_objects: '{root}' exists and is not a directory")
+    built = _prepare(model, tgt, opt_level, input_shapes, cache, jobs, progress, False)
+    root.mkdir(parents=True, exist_ok=True)
+    files = _write_objects(built, tgt, root) + _write_data(built, tgt, root)
+    command = shlex.join(link_command(["${CC:-cc}"], "model.so", files)).replace(
+        "'${CC:-cc}'", "${CC:-cc}")
+    (root / "link.sh").write_text(f"#!/bin/sh\n# links model.so for {tgt.triple}\n"
+                                  f"cd \"$(dirname \"$0\")\" && {command}\n")
+    os.chmod(root / "link.sh", 0o755)
+    return root
