@@ -20,14 +20,19 @@ from llvmlite import ir
 
 from ember.codegen.llvm_expr import I32, PTR
 from ember.runtime.threadpool import LAUNCH_SYMBOL, NUM_THREADS_SYMBOL
-from ember.tir.expr import Load, Var
+from ember import dtype as dt
+from ember.errors import CodegenError
+from ember.tir.expr import IntImm, Load, Var
 from ember.tir.functor import post_order_visit
-from ember.tir.stmt import Allocate, For, Store
+from ember.tir.stmt import PARALLEL_CHUNKS, Allocate, For, Store
 
 if TYPE_CHECKING:
     from ember.codegen.llvm import FunctionEmitter
 
-# chunks per thread a parallel loop is cut into (one chunk when it runs on one thread)
+# chunks per thread a parallel loop is cut into (one chunk when it runs on one thread);
+# a schedule overrides it per loop with the pragma PARALLEL_CHUNKS (1: each thread takes
+# one contiguous share, usually the same one on every launch, which keeps its data in the
+# thread's own cache; a late thread's share is still taken by whoever is free)
 CHUNKS_PER_THREAD = 4
 
 
@@ -87,7 +92,11 @@ def emit_parallel_for(em: FunctionEmitter, loop: For) -> None:
     inner.serial_loop(loop.var, lo, hi, lambda: inner.stmt(loop.body))
     inner.builder.ret_void()
 
-    worker = _emit_worker(em, base_name, closure_type, body_fn, index_type)
+    chunks = dict(loop.annotations).get(PARALLEL_CHUNKS, IntImm(CHUNKS_PER_THREAD, dt.int32))
+    if not isinstance(chunks, IntImm) or chunks.value < 1:
+        raise CodegenError(f"parallel loop '{loop.var.name}': pragma {PARALLEL_CHUNKS} must be "
+                           f"a positive integer constant, got {chunks}")
+    worker = _emit_worker(em, base_name, closure_type, body_fn, index_type, chunks.value)
 
     # threads = max(min(ember_num_threads, extent), 1)
     count = em.module.globals.get(NUM_THREADS_SYMBOL)
@@ -121,7 +130,7 @@ def _field(b_: ir.IRBuilder, closure: ir.Value, closure_type: ir.Type, position:
 
 
 def _emit_worker(em: FunctionEmitter, base_name: str, closure_type: ir.LiteralStructType,
-                 body_fn: ir.Function, index_type: ir.IntType) -> ir.Function:
+                 body_fn: ir.Function, index_type: ir.IntType, chunks: int) -> ir.Function:
     """void worker(ptr closure, i32 tid, i32 team): run chunks of [begin, end), taken from
     the closure's `next` counter, until none are left."""
     worker = ir.Function(em.module, ir.FunctionType(ir.VoidType(), [PTR, I32, I32]),
@@ -140,10 +149,10 @@ def _emit_worker(em: FunctionEmitter, base_name: str, closure_type: ir.LiteralSt
     counter = _field(b_, closure, closure_type, len(closure_type.elements) - 1)
     team = _widen(b_, worker.args[2], index_type)
     one = ir.Constant(index_type, 1)
-    # grain = ceil(span / pieces), pieces = team * CHUNKS_PER_THREAD (1 when team is 1)
+    # grain = ceil(span / pieces), pieces = team * chunks (1 when team is 1)
     span = b_.sub(end, begin)
     several = b_.icmp_signed(">", team, one)
-    pieces = b_.select(several, b_.mul(team, ir.Constant(index_type, CHUNKS_PER_THREAD)), one)
+    pieces = b_.select(several, b_.mul(team, ir.Constant(index_type, chunks)), one)
     grain = b_.sdiv(b_.add(span, b_.sub(pieces, one)), pieces)
     grain = b_.select(b_.icmp_signed("<", grain, one), one, grain)
     b_.branch(grab)

@@ -23,6 +23,7 @@ from ember.target import Target
 from ember.te.schedule import Schedule, Stage
 from ember.te.tensor import ComputeOp, Tensor
 from ember.tir.expr import Expr
+from ember.tir.stmt import PARALLEL_CHUNKS
 
 Act = Callable[[Expr], Expr]
 
@@ -367,8 +368,9 @@ def _compute(kind: str) -> Callable[[Attrs, Sequence[Tensor | None]], list[Tenso
 # -- schedule -------------------------------------------------------------------------------
 # multiply-adds per step worth splitting the recurrent product over the threads. A step of
 # H = 256 (4 x 256 x 256, R = 1 MiB of float32) streams R from the shared cache in ~12 us,
-# bandwidth-bound; split, each thread keeps its half of R in its own L2 (the static schedule
-# gives it the same blocks every step), which outweighs a wake-up of the pool (~6-12 us).
+# bandwidth-bound; split, each thread keeps its half of R in its own L2 (one contiguous
+# share per thread, pragma PARALLEL_CHUNKS = 1, so usually the same blocks every step),
+# which outweighs a wake-up of the pool (~6-12 us).
 # Measured on lstm_lm (H = 256, T = 64) at 2 threads: 2-5% faster split (noisy, shared).
 RECURRENT_PARALLEL_MIN = 1 << 18
 # multiply-adds of the input projection (one GEMM before the scan) worth running in parallel
@@ -436,8 +438,10 @@ def schedule_rnn(outs: Sequence[Tensor], target: Target) -> Schedule:
             work = extent(j) * extent(op.reduce_axis[0]) * (extent(lead[-1]) if len(lead) == 3
                                                              else 1)
             if work >= RECURRENT_PARALLEL_MIN and extent(jo) > 1:
-                # each thread keeps its slice of the recurrent weights in its own cache
+                # each thread keeps its slice of the recurrent weights in its own cache:
+                # one contiguous share per thread, the same one on every step
                 stage.parallel(jo)
+                stage.pragma(jo, PARALLEL_CHUNKS, 1)
         elif tag.endswith((".cell", ".reset")):
             j = op.axis[-1]
             jo, ji = stage.split(j, pick_tile(extent(j), 16))

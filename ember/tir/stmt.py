@@ -32,11 +32,16 @@ class ForKind(Enum):
     THREAD_BINDING = "thread_binding"
 
 
+# For annotation: how many chunks per thread a PARALLEL loop is cut into (an int constant)
+PARALLEL_CHUNKS = "parallel_chunks"
+
+
 @dataclass(frozen=True, eq=False, repr=False)
 class For(Stmt):
     """`for var in [begin, begin + extent)`; `thread_tag` names the GPU axis when bound.
 
-    `annotations` carries schedule pragmas as (key, value) pairs.
+    `annotations` carries schedule pragmas as (key, value) pairs; code generators read
+    PARALLEL_CHUNKS (chunks per thread of a PARALLEL loop).
     """
 
     var: Var

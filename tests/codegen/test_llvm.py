@@ -7,6 +7,8 @@ import os
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before libgomp loads; idle threads sleep
 
+from dataclasses import replace  # noqa: E402
+
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
@@ -373,6 +375,28 @@ def test_parallel_loop_uses_threads() -> None:
         threadpool.set_num_threads(1)
         build_llvm(_thread_ids_kernel(n))(ids)
         assert set(ids.tolist()) == {me}
+    finally:
+        threadpool.set_num_threads(previous)
+
+
+def test_parallel_chunks_pragma() -> None:
+    from ember.runtime import threadpool
+    from ember.tir.stmt import PARALLEL_CHUNKS
+
+    n = 32
+    kernel = _thread_ids_kernel(n, sleep_us=2000)
+    loop = kernel.body
+    one_share = replace(kernel, body=replace(loop, annotations=((PARALLEL_CHUNKS, const(1)),)))
+    ids = np.full(n, -1, "int32")
+    previous = threadpool.num_threads()
+    try:
+        threadpool.set_num_threads(2)
+        build_llvm(one_share)(ids)
+        halves = ids.reshape(2, -1).tolist()
+        assert all(len(set(h)) == 1 for h in halves) and halves[0][0] != halves[1][0]
+        bad = replace(kernel, body=replace(loop, annotations=((PARALLEL_CHUNKS, const(0)),)))
+        with pytest.raises(CodegenError, match="parallel_chunks must be a positive integer"):
+            build_llvm(bad)
     finally:
         threadpool.set_num_threads(previous)
 
