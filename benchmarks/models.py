@@ -85,7 +85,8 @@ def measure_threads(name: str, threads: int, systems: list[str], paths: tuple[st
         if reason:
             rows[system]["error"] = reason
             continue
-        worker = Worker(system, *paths, threads, workdir, cache, cold and system == "ember")
+        worker = Worker(system, *paths, threads, workdir, cache,
+                        cold and system.startswith("ember"))
         log(f"  {name} threads={threads}: building {system} ...")
         try:
             info = worker.start(args.build_timeout)
@@ -155,14 +156,15 @@ def measure(name: str, threads: list[int], systems: list[str], args: argparse.Na
     with tempfile.TemporaryDirectory(prefix=f"bench-{name}-") as workdir:
         paths = prepare(name, workdir)
         cache = os.path.join(workdir, "ember-cache")
-        cold: dict[str, Any] = {}
+        cold: dict[str, dict[str, Any]] = {}  # per ember system (library, jit)
         for i, count in enumerate(threads):
             batch = measure_threads(name, count, systems, paths, workdir, cache, i == 0, args)
             for row in batch:
-                if row["system"] == "ember":
+                if row["system"].startswith("ember"):
+                    first = cold.setdefault(row["system"], {})
                     if "compile_cold_s" in row:
-                        cold["compile_cold_s"] = row["compile_cold_s"]
-                    row.update(cold)
+                        first["compile_cold_s"] = row["compile_cold_s"]
+                    row.update(first)
             if not args.json:
                 print_progress(batch)
             rows += batch
@@ -220,7 +222,7 @@ def details(rows: list[dict[str, Any]]) -> str:
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         notes = []
-        if r["system"] == "ember" and "compile_warm_s" in r:
+        if r["system"].startswith("ember") and "compile_warm_s" in r:
             notes.append(f"compile {r.get('compile_cold_s', float('nan')):.1f}s cold / "
                          f"{r['compile_warm_s']:.1f}s warm; memory plan {r['workspace_mb']} MB "
                          f"(peak live {r['peak_live_mb']}, naive {r['naive_mb']})")

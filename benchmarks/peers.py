@@ -6,7 +6,9 @@
     stats = worker.finish()            # peak RSS of the worker, in MB
 
 Each system runs in its own process so that its peak RSS is its own. The worker builds the
-model (ember: compile; onnxruntime: a session with every graph optimization; torch: the
+model (ember: a child process exports it as a shared library, which the worker loads with
+ctypes, so the compiler never enters the worker; ember-jit: compile in the worker and run
+through the JIT; onnxruntime: a session with every graph optimization; torch: the
 ONNX model through onnx2torch, run eager under inference_mode; tvm: the relax ONNX frontend
 and relax.build for this CPU), writes the outputs of its first run for the error check,
 then times runs when asked. Peak RSS during inference is VmHWM after a reset (clear_refs)
@@ -31,9 +33,9 @@ from typing import Any
 
 import numpy as np
 
-SYSTEMS = ["ember", "onnxruntime", "torch", "tvm"]
-MODULES = {"ember": "ember", "onnxruntime": "onnxruntime", "torch": "onnx2torch",
-           "tvm": "tvm"}
+SYSTEMS = ["ember", "ember-jit", "onnxruntime", "torch", "tvm"]
+MODULES = {"ember": "ember", "ember-jit": "ember", "onnxruntime": "onnxruntime",
+           "torch": "onnx2torch", "tvm": "tvm"}
 INSTALL = "pip install 'ember[bench]'"
 
 
@@ -60,8 +62,56 @@ def host_cpu() -> str:
 Run = Callable[[], list[np.ndarray]]
 
 
+_EXPORT = """
+import json, sys, time
+from ember.runtime.export import export_library
+path, out, cache, cold = sys.argv[1:]
+info = {}
+if cold == "cold":
+    start = time.perf_counter()
+    export_library(path, out, cache=cache)
+    info["compile_cold_s"] = round(time.perf_counter() - start, 2)
+start = time.perf_counter()
+export_library(path, out, cache=cache)
+info["compile_warm_s"] = round(time.perf_counter() - start, 2)
+print(json.dumps(info))
+"""
+
+
 def build_ember(path: str, feeds: dict[str, np.ndarray], threads: int,
                 info: dict[str, Any], cache: str, cold: bool) -> Run:
+    """A child process exports the model as one shared library; this process only loads it
+    (ctypes + numpy: llvmlite and the compiler stay out of its memory)."""
+    import shutil
+    import tempfile
+
+    from ember.runtime.library import load_library
+
+    directory = tempfile.mkdtemp(prefix="ember-lib-")
+    try:
+        library = os.path.join(directory, "model.so")
+        done = subprocess.run([sys.executable, "-c", _EXPORT, path, library, cache,
+                               "cold" if cold else "warm"], capture_output=True, text=True,
+                              check=False)
+        if done.returncode != 0:
+            lines = done.stderr.strip().splitlines() or ["(no output)"]
+            raise PeerError(f"export failed: {lines[-1]}")
+        info.update(json.loads(done.stdout.strip().splitlines()[-1]))
+        model = load_library(library)  # mapped: the file may go
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+    plan = model.metadata["plan"]
+    info.update(workspace_mb=round(plan["workspace_bytes"] / 2**20, 2),
+                peak_live_mb=round(plan["peak_live_bytes"] / 2**20, 2),
+                naive_mb=round(plan["naive_bytes"] / 2**20, 2),
+                library_mb=round(model.constant_bytes().nbytes / 2**20, 1))
+    model.set_num_threads(threads)
+    return lambda: model.run(feeds)
+
+
+def build_ember_jit(path: str, feeds: dict[str, np.ndarray], threads: int,
+                    info: dict[str, Any], cache: str, cold: bool) -> Run:
+    """ember.compile in this process, run through the JIT (llvmlite stays loaded)."""
     import ember
     from ember.runtime import threadpool
 
@@ -223,10 +273,11 @@ def build_tvm(path: str, feeds: dict[str, np.ndarray], threads: int,
     return run
 
 
-IMPORTS = {"ember": ["ember"], "onnxruntime": ["onnxruntime"],
+IMPORTS = {"ember": ["ember.runtime.library"], "ember-jit": ["ember"],
+           "onnxruntime": ["onnxruntime"],
            "torch": ["torch", "onnx", "onnx2torch"], "tvm": ["onnx", "tvm", "tvm.relax"]}
-BUILDERS = {"ember": build_ember, "onnxruntime": build_onnxruntime, "torch": build_torch,
-            "tvm": build_tvm}
+BUILDERS = {"ember": build_ember, "ember-jit": build_ember_jit,
+            "onnxruntime": build_onnxruntime, "torch": build_torch, "tvm": build_tvm}
 
 
 # ---- the worker process ---------------------------------------------------------------
@@ -345,7 +396,7 @@ class Worker:
         count = str(self.threads)
         env.update(OMP_NUM_THREADS=count, EMBER_NUM_THREADS=count, TVM_NUM_THREADS=count,
                    MKL_NUM_THREADS=count)
-        if self.system == "ember":
+        if self.system.startswith("ember"):
             env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         return env
 
