@@ -13,7 +13,9 @@ the script stops. The two take turns in blocks, each after a pause (onnxruntime'
 threads spin for a while after a call and would steal a core from the next one); times are
 medians. ember's model time includes the layout transforms to and from NCHW[16]c at the
 graph edges; inside a network those happen once, not per conv, so the conv kernel's own
-time (its fused group in `CompiledModel.profile`) is reported too. GFLOP/s count 2 flops per
+time is reported too: its fused group (anchored at the Conv node) called alone, as
+`CompiledModel.profile` times it, in the same turns (the transforms' profile time is the
+JSON's edges_ms). GFLOP/s count 2 flops per
 multiply-add of a direct convolution (bias excluded); % peak is against --peak-gflops per
 thread (Zen 4: 2 FMA units x 16 fp32 lanes x 2 flops x clock, about 115 at 3.6 GHz). The
 totals weight each layer by how often ResNet-50 uses it: ResNet-50's conv time.
@@ -164,17 +166,31 @@ def alternate(runs: dict[str, Callable[[], Any]], repeat: int, block: int = BLOC
     return times
 
 
-def kernel_seconds(compiled: Any, feeds: list[np.ndarray], anchor: str, repeat: int
-                   ) -> tuple[float, float]:
-    """(conv kernel, everything else) median seconds from the model's profile: the conv
-    kernel is the group anchored at the Conv node, the others are the layout transforms
-    NCHW <-> NCHW[16]c at the graph edges."""
-    table = compiled.profile(feeds, repeat=repeat)
-    conv = [r.seconds for r in table if r.anchor == anchor]
-    if len(conv) != 1:
-        raise RuntimeError(f"expected one fused group anchored at '{anchor}' in the profile, "
-                           f"got groups {[(r.group, r.anchor) for r in table]}")
-    return conv[0], table.total_seconds - conv[0]
+def conv_group(compiled: Any, anchor: str) -> int:
+    """Index of the fused group anchored at the Conv node among the model's kernel calls
+    (the others are the layout transforms NCHW <-> NCHW[16]c at the graph edges)."""
+    found = [i for i, call in enumerate(compiled.plan.calls) if call.anchor == anchor]
+    if len(found) != 1:
+        raise RuntimeError(f"expected one fused group anchored at '{anchor}', got groups "
+                           f"{[(c.group, c.anchor) for c in compiled.plan.calls]}")
+    return found[0]
+
+
+def kernel_runner(compiled: Any, feeds: list[np.ndarray], anchor: str
+                  ) -> tuple[Callable[[], None], Any]:
+    """A call of the conv group's kernel alone, the way `CompiledModel.profile` times it,
+    after one run of every group so its input is in place; and the arrays to keep alive."""
+    calls, keep = compiled.kernel_calls(feeds)
+    for fn, args in calls:
+        fn(*args)
+    fn, args = calls[conv_group(compiled, anchor)]
+    return lambda: fn(*args), keep
+
+
+def edges_seconds(compiled: Any, feeds: list[np.ndarray], anchor: str, repeat: int) -> float:
+    """Median seconds of the groups other than the conv (the layout transforms), summed."""
+    group = compiled.plan.calls[conv_group(compiled, anchor)].group
+    return sum(r.seconds for r in compiled.profile(feeds, repeat=repeat) if r.group != group)
 
 
 def measure(layer: Layer, threads: Sequence[int], repeat: int, peak: float, rtol: float,
@@ -201,13 +217,15 @@ def measure(layer: Layer, threads: Sequence[int], repeat: int, peak: float, rtol
             raise MismatchError(f"layer {layer.name} ({layer.describe()}), {count} threads: "
                                 f"ember differs from onnxruntime by {max_rel:.2e} relative to "
                                 f"the largest output, more than rtol {rtol:g}")
+        kernel, keep = kernel_runner(compiled, [x], conv_node_name(layer))
         times = alternate({"ember": lambda: compiled.run([x]),
-                           "onnxruntime": lambda: session.run(["y"], {"x": x})}, repeat,
-                          gap=gap)
+                           "onnxruntime": lambda: session.run(["y"], {"x": x}),
+                           "kernel": kernel}, repeat, gap=gap)
+        del keep
         time.sleep(gap)
-        kernel_s, edges_s = kernel_seconds(compiled, [x], conv_node_name(layer),
-                                          max(5, repeat))
-        ember_s, ort_s = (float(np.median(times[k])) for k in ("ember", "onnxruntime"))
+        edges_s = edges_seconds(compiled, [x], conv_node_name(layer), max(5, repeat // 2))
+        ember_s, ort_s, kernel_s = (float(np.median(times[k]))
+                                    for k in ("ember", "onnxruntime", "kernel"))
         top = peak * count
         rows.append({
             "layer": layer.name, "shape": layer.describe(), "cin": layer.cin,
