@@ -1,4 +1,4 @@
-"""Exported libraries: one .so per model, loaded with ctypes + numpy, checked against onnxruntime."""
+"""Exported libraries: one .so per model, loaded with ctypes + numpy, checked against ORT."""
 
 import os
 import shutil
@@ -265,3 +265,14 @@ def test_cli_compile_run_bench_inspect(tmp_path, capsys):
     assert "1 threads, 2 runs: median" in capsys.readouterr().out
     assert main(["inspect", str(tmp_path / "m.so")]) == 0
     assert "LibraryModel(matmul_gelu" in capsys.readouterr().out
+
+
+def test_export_objects_for_another_machine(tmp_path):
+    root = export_objects(conv_relu_pool(), tmp_path / "arm",
+                          target="llvm -mtriple=aarch64-linux-gnu -mattr=+neon")
+    objects = sorted(root.glob("*.o"))
+    assert len(objects) >= 3 and {"main.o", "runtime.o"} <= {p.name for p in objects}
+    for path in objects:  # e_machine 183: AArch64
+        assert int.from_bytes(path.read_bytes()[18:20], "little") == 183, path.name
+    assert "aarch64-linux-gnu" in (root / "link.sh").read_text()
+    assert '"triple":"aarch64-linux-gnu"' in (root / "metadata.json").read_text()
