@@ -244,7 +244,7 @@ def _schedule_direct(s: Schedule, out: Stage, conv: Stage, pad: Stage | None, ta
     stage.reorder(n, oo, h, vo, oi, vi, i)
     outer = stage.fuse(n, oo, h)
     at = vo
-    if extent(outer) < 2 * threads() and extent(vo) > 1:
+    if extent(outer, stage) < 2 * threads() and extent(vo, stage) > 1:
         outer = at = stage.fuse(outer, vo)
     stage.parallel(outer)
     if pad is not None:
@@ -339,7 +339,7 @@ def schedule_layout(outs: Sequence[Tensor], target: Target) -> Schedule:
         out.reorder(n, co, h, w, ci)
     outer = out.fuse(n, co, h)
     out.unroll(ci)
-    if extent(outer) >= 2 * threads():
+    if extent(outer, out) >= 2 * threads():
         out.parallel(outer)
     return s
 

@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ember import te
-from ember.errors import ShapeError, UnsupportedOpError
+from ember.errors import ScheduleError, ShapeError, UnsupportedOpError
 from ember.graph.ir import TensorType
 from ember.ops.registry import Attrs
+from ember.te.relations import loop_structure
 from ember.te.schedule import Schedule, Stage
 from ember.te.tensor import ComputeOp, Tensor
 from ember.tir.expr import Expr, IntImm
@@ -20,9 +21,16 @@ def shape_of(t: Tensor) -> tuple[int, ...]:
     return tuple(int(d.value) for d in t.shape)  # type: ignore[attr-defined]
 
 
-def extent(iv: object) -> int:
+def extent(iv: object, stage: Stage | None = None) -> int:
+    """The trip count of `iv`: an op's own axis, or (given its `stage`) a loop that split or
+    fuse made, whose extent follows from the axes it came from."""
+    if stage is not None:
+        roots = [*stage.op.axis, *getattr(stage.op, "reduce_axis", ())]  # type: ignore
+        return loop_structure(stage, {r: extent(r) for r in roots}).extents[iv]  # type: ignore
     dom = iv.dom  # type: ignore[attr-defined]
-    assert isinstance(dom.extent, IntImm)
+    if not isinstance(dom.extent, IntImm) or dom.extent.value <= 0:
+        raise ScheduleError(f"loop '{iv.name}' was made by split or fuse: "  # type: ignore
+                            "pass its stage to extent()")
     return dom.extent.value
 
 

@@ -129,7 +129,7 @@ def _schedule_input(v: Stage) -> None:
     n, c, e, t, i = v.op.axis  # type: ignore[attr-defined]
     v.reorder(n, c, t, e, i)
     outer = v.fuse(n, c)
-    if extent(outer) < 2 * threads():
+    if extent(outer, v) < 2 * threads():
         to, _ = v.split(t, nparts=2 * threads())
         outer = v.fuse(outer, to)
     v.parallel(outer)

@@ -437,7 +437,7 @@ def schedule_rnn(outs: Sequence[Tensor], target: Target) -> Schedule:
             stage.vectorize(ji)
             work = extent(j) * extent(op.reduce_axis[0]) * (extent(lead[-1]) if len(lead) == 3
                                                              else 1)
-            if work >= RECURRENT_PARALLEL_MIN and extent(jo) > 1:
+            if work >= RECURRENT_PARALLEL_MIN and extent(j) > block:
                 # each thread keeps its slice of the recurrent weights in its own cache:
                 # one contiguous share per thread, the same one on every step
                 stage.parallel(jo)
