@@ -25,6 +25,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ember.errors import ArgumentError, EmberError
+from ember.runtime.threadpool import default_num_threads  # plain Python: no compiler
 
 FORMAT = "ember-library-1"
 MAIN_SYMBOL = "model_main"
@@ -122,16 +123,6 @@ def median_seconds(run: Callable[[], Any], repeat: int = 10, warmup: int = 1) ->
         run()
         samples.append(time.perf_counter() - start)
     return float(np.median(samples))
-
-
-def default_num_threads() -> int:
-    """EMBER_NUM_THREADS if set, else the number of cores this process may run on."""
-    text = os.environ.get("EMBER_NUM_THREADS", "").strip()
-    if text:
-        if not text.isdigit() or int(text) < 1:
-            raise EmberError(f"EMBER_NUM_THREADS must be a positive integer, got {text!r}")
-        return int(text)
-    return len(os.sched_getaffinity(0))
 
 
 # loading ----------------------------------------------------------------------------------
