@@ -148,6 +148,44 @@ def ort_session(model: Any, threads: int) -> Any:
                                 providers=["CPUExecutionProvider"])
 
 
+def busy_cpu_seconds() -> float:
+    """CPU seconds all processes have run so far (/proc/stat; NaN where there is none)."""
+    try:
+        with open("/proc/stat") as stat:
+            ticks = [int(v) for v in stat.readline().split()[1:9]]
+    except (OSError, ValueError):
+        return float("nan")
+    return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")  # minus idle, iowait
+
+
+class OtherLoad:
+    """Cores kept busy by other processes while measuring: all busy CPU time less this
+    process's (its threads, onnxruntime's and ember's pool included), per wall second."""
+
+    def __enter__(self) -> OtherLoad:
+        self._start = (busy_cpu_seconds(), time.process_time(), time.perf_counter())
+        self.cores = float("nan")
+        return self
+
+    def __exit__(self, *_: Any) -> None:
+        busy, own, wall = self._start
+        others = busy_cpu_seconds() - busy - (time.process_time() - own)
+        cores = others / max(time.perf_counter() - wall, 1e-9)
+        self.cores = min(max(0.0, cores), float(os.cpu_count() or 1))  # ticks are 10 ms
+
+
+def wait_quiet(limit: float, below: float = 0.15) -> float:
+    """Wait (at most `limit` seconds) until other processes use fewer than `below` cores
+    over half a second; the seconds waited."""
+    start = time.perf_counter()
+    while time.perf_counter() - start < limit:
+        with OtherLoad() as load:
+            time.sleep(0.5)
+        if not load.cores >= below:
+            break
+    return time.perf_counter() - start
+
+
 def alternate(runs: dict[str, Callable[[], Any]], repeat: int, block: int = BLOCK,
               gap: float = GAP_SECONDS) -> dict[str, list[float]]:
     """Seconds of `repeat` timed calls of each function, taken in turns of `block` calls;
@@ -194,8 +232,9 @@ def edges_seconds(compiled: Any, feeds: list[np.ndarray], anchor: str, repeat: i
 
 
 def measure(layer: Layer, threads: Sequence[int], repeat: int, peak: float, rtol: float,
-            gap: float = GAP_SECONDS) -> list[dict[str, Any]]:
-    """One layer at each thread count: verified, then timed against onnxruntime."""
+            gap: float = GAP_SECONDS, quiet: float = 0.0) -> list[dict[str, Any]]:
+    """One layer at each thread count: verified, then timed against onnxruntime (after
+    waiting up to `quiet` seconds for other processes to leave the CPUs alone)."""
     import ember
     from ember.runtime import threadpool
     from ember.runtime.compare import errors
@@ -217,10 +256,12 @@ def measure(layer: Layer, threads: Sequence[int], repeat: int, peak: float, rtol
             raise MismatchError(f"layer {layer.name} ({layer.describe()}), {count} threads: "
                                 f"ember differs from onnxruntime by {max_rel:.2e} relative to "
                                 f"the largest output, more than rtol {rtol:g}")
+        waited = wait_quiet(quiet) if quiet > 0 else 0.0
         kernel, keep = kernel_runner(compiled, [x], conv_node_name(layer))
-        times = alternate({"ember": lambda: compiled.run([x]),
-                           "onnxruntime": lambda: session.run(["y"], {"x": x}),
-                           "kernel": kernel}, repeat, gap=gap)
+        with OtherLoad() as load:
+            times = alternate({"ember": lambda: compiled.run([x]),
+                               "onnxruntime": lambda: session.run(["y"], {"x": x}),
+                               "kernel": kernel}, repeat, gap=gap)
         del keep
         time.sleep(gap)
         edges_s = edges_seconds(compiled, [x], conv_node_name(layer), max(5, repeat // 2))
@@ -241,7 +282,8 @@ def measure(layer: Layer, threads: Sequence[int], repeat: int, peak: float, rtol
             "kernel_gflops": round(layer.flops / kernel_s / 1e9, 2),
             "kernel_peak_fraction": round(layer.flops / kernel_s / 1e9 / top, 3),
             "max_rel_error": float(f"{max_rel:.3g}"), "compile_s": round(compile_s, 3),
-            "runs": len(times["ember"])})
+            "runs": len(times["ember"]), "other_load": round(load.cores, 2),
+            "waited_s": round(waited, 1)})
     return rows
 
 
@@ -265,14 +307,15 @@ def totals(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def table(rows: list[dict[str, Any]]) -> str:
     """The markdown table, then the weighted totals."""
     head = ["layer", "shape", "uses", "threads", "ember ms", "ort ms", "ember/ort",
-            "ember GFLOP/s", "% peak", "kernel ms", "kernel GFLOP/s", "kernel % peak"]
+            "ember GFLOP/s", "% peak", "kernel ms", "kernel GFLOP/s", "kernel % peak",
+            "other load"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         cells = [r["layer"], r["shape"], str(r["uses"]), str(r["threads"]),
                  f"{r['ember_ms']:.3f}", f"{r['onnxruntime_ms']:.3f}", f"{r['ratio']:.2f}",
                  f"{r['ember_gflops']:.1f}", f"{100 * r['ember_peak_fraction']:.0f}",
                  f"{r['kernel_ms']:.3f}", f"{r['kernel_gflops']:.1f}",
-                 f"{100 * r['kernel_peak_fraction']:.0f}"]
+                 f"{100 * r['kernel_peak_fraction']:.0f}", f"{r['other_load']:.2f}"]
         lines.append("| " + " | ".join(cells) + " |")
     lines.append("")
     lines.append("| weighted total (time x uses) | threads | convs | ember ms | ort ms | "
@@ -314,6 +357,9 @@ def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
     parser.add_argument("--rtol", type=float, default=1e-4)
     parser.add_argument("--gap", type=float, default=GAP_SECONDS,
                         help="seconds of pause before each turn")
+    parser.add_argument("--wait-quiet", type=float, default=0.0, metavar="SECONDS",
+                        help="before each row, wait up to SECONDS for other processes to "
+                        "go idle (on a shared machine)")
     parser.add_argument("--json", action="store_true", help="print a JSON list of rows")
     args = parser.parse_args(argv)
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
@@ -325,12 +371,14 @@ def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     start = time.perf_counter()
     for layer in layers:
-        batch = measure(layer, args.threads, repeat, args.peak_gflops, args.rtol, args.gap)
+        batch = measure(layer, args.threads, repeat, args.peak_gflops, args.rtol, args.gap,
+                        args.wait_quiet)
         for r in batch:
             log(f"{r['layer']:>13} {r['shape']:<22} threads={r['threads']} ember "
                 f"{r['ember_ms']:8.3f} ms  ort {r['onnxruntime_ms']:8.3f} ms  ratio "
                 f"{r['ratio']:5.2f}  kernel {r['kernel_ms']:8.3f} ms "
-                f"({100 * r['kernel_peak_fraction']:.0f}% peak)  err {r['max_rel_error']:.1e}")
+                f"({100 * r['kernel_peak_fraction']:.0f}% peak)  err {r['max_rel_error']:.1e}  "
+                f"other load {r['other_load']:.2f}")
         rows += batch
     if args.json:
         print(json.dumps(rows, indent=1))

@@ -44,7 +44,8 @@ def test_layers_are_resnet50_convs() -> None:
 
 
 def test_tiny_conv_end_to_end(capsys: pytest.CaptureFixture[str]) -> None:
-    rows = conv2d.main([*TINY, "--threads", "2", "1", "--peak-gflops", "50"])
+    rows = conv2d.main([*TINY, "--threads", "2", "1", "--peak-gflops", "50",
+                        "--wait-quiet", "0.6"])
     capsys.readouterr()
     assert [r["threads"] for r in rows] == [2, 1]
     for r in rows:
@@ -52,6 +53,7 @@ def test_tiny_conv_end_to_end(capsys: pytest.CaptureFixture[str]) -> None:
         assert r["runs"] == 3
         assert r["ember_ms"] > 0 and r["onnxruntime_ms"] > 0 and r["kernel_ms"] > 0
         assert r["edges_ms"] >= 0
+        assert 0 <= r["other_load"] <= os.cpu_count() and 0 <= r["waited_s"] <= 1.2
         flops = 2 * 32 * 5 * 5 * 16 * 9  # 9x9 input, stride 2, pad 1 -> 5x5 output
         assert r["gflop"] == pytest.approx(flops / 1e9, rel=1e-3)
         assert r["ember_gflops"] == pytest.approx(flops / r["ember_ms"] / 1e6, rel=0.05, abs=0.01)
@@ -63,7 +65,8 @@ def test_tiny_conv_end_to_end(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_table_and_weighted_totals() -> None:
     base = {"shape": "s", "ember_gflops": 1.0, "ember_peak_fraction": 0.5,
-            "kernel_gflops": 1.0, "kernel_peak_fraction": 0.5, "peak_gflops": 100.0}
+            "kernel_gflops": 1.0, "kernel_peak_fraction": 0.5, "peak_gflops": 100.0,
+            "other_load": 0.0}
     rows = [dict(base, layer="a", uses=3, threads=2, ember_ms=1.0, onnxruntime_ms=2.0,
                  kernel_ms=0.5, gflop=0.1, ratio=0.5),
             dict(base, layer="b", uses=1, threads=2, ember_ms=4.0, onnxruntime_ms=2.0,
