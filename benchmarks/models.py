@@ -228,8 +228,11 @@ def details(rows: list[dict[str, Any]]) -> str:
                          f"(peak live {r['peak_live_mb']}, naive {r['naive_mb']})")
         if "tvm_build_s" in r:
             notes.append(f"relax.build {r['tvm_build_s']:.1f}s ({r.get('target', '')})")
-        if r.get("error"):
-            notes.append(r.get("error_detail", r["error"]))
+        if "torch_compile_s" in r:
+            notes.append(f"torch.compile (first call) {r['torch_compile_s']:.1f}s, "
+                         f"{r.get('graphs', '?')} graph(s)")
+        if r.get("error"):  # one line, or the markdown row breaks
+            notes.append(" ".join(r.get("error_detail", r["error"]).split())[:400])
         err = r.get("max_rel_error")
         lines.append("| " + " | ".join([
             r["model"], str(r["threads"]), r["system"], str(r.get("runs", "")),

@@ -9,11 +9,12 @@ Each system runs in its own process so that its peak RSS is its own. The worker 
 model (ember: a child process exports it as a shared library, which the worker loads with
 ctypes, so the compiler never enters the worker; ember-jit: compile in the worker and run
 through the JIT; onnxruntime: a session with every graph optimization; torch: the
-ONNX model through onnx2torch, run eager under inference_mode; tvm: the relax ONNX frontend
-and relax.build for this CPU), writes the outputs of its first run for the error check,
-then times runs when asked. Peak RSS during inference is VmHWM after a reset (clear_refs)
-taken once the build is done and freed memory is trimmed; peak_rss_total_mb includes the
-build (ru_maxrss).
+ONNX model through onnx2torch, run eager under inference_mode; torch-compile: the same
+module through torch.compile (inductor, default mode, static shapes), its first call, which
+compiles, part of the build; tvm: the relax ONNX frontend and relax.build for this CPU),
+writes the outputs of its first run for the error check, then times runs when asked. Peak
+RSS during inference is VmHWM after a reset (clear_refs) taken once the build is done and
+freed memory is trimmed; peak_rss_total_mb includes the build (ru_maxrss).
 """
 
 from __future__ import annotations
@@ -33,9 +34,9 @@ from typing import Any
 
 import numpy as np
 
-SYSTEMS = ["ember", "ember-jit", "onnxruntime", "torch", "tvm"]
+SYSTEMS = ["ember", "ember-jit", "onnxruntime", "torch", "torch-compile", "tvm"]
 MODULES = {"ember": "ember", "ember-jit": "ember", "onnxruntime": "onnxruntime",
-           "torch": "onnx2torch", "tvm": "tvm"}
+           "torch": "onnx2torch", "torch-compile": "onnx2torch", "tvm": "tvm"}
 INSTALL = "pip install 'ember[bench]'"
 
 
@@ -45,7 +46,7 @@ class PeerError(Exception):
 
 def missing(system: str) -> str | None:
     """Why `system` cannot run here (a module is not installed), or None."""
-    needed = [MODULES[system]] + (["torch"] if system == "torch" else [])
+    needed = [MODULES[system]] + (["torch"] if system.startswith("torch") else [])
     absent = [m for m in needed if importlib.util.find_spec(m) is None]
     return f"not installed: {INSTALL}" if absent else None
 
@@ -218,8 +219,45 @@ def _register_lstm() -> None:
             add_converter(operation_type="LSTM", version=version)(convert)
 
 
-def build_torch(path: str, feeds: dict[str, np.ndarray], threads: int,
-                info: dict[str, Any], **_: Any) -> Run:
+def _register_static_reshape() -> None:
+    """onnx2torch's Reshape builds torch.Size from its shape tensor, which TorchDynamo cannot
+    trace; a Reshape whose shape is an initializer instead keeps that shape as Python ints
+    (the same result, eager or compiled; other Reshapes keep onnx2torch's converter)."""
+    import torch
+    from onnx2torch.node_converters.registry import _CONVERTER_REGISTRY
+    from onnx2torch.utils.common import OnnxMapping, OperationConverterResult
+
+    class StaticReshape(torch.nn.Module):
+        def __init__(self, shape: Sequence[int]) -> None:
+            super().__init__()
+            self.shape = tuple(shape)
+
+        def forward(self, x: Any) -> Any:  # ONNX: 0 copies the input's dimension
+            return torch.reshape(x, [x.shape[i] if d == 0 else d
+                                     for i, d in enumerate(self.shape)])
+
+    for version in (5, 13, 14):
+        key = ("", "Reshape", version)
+        original = _CONVERTER_REGISTRY.get(key)  # type: ignore[call-overload]
+        if original is None or getattr(original, "static_reshape", False):
+            continue
+
+        def convert(node: Any, graph: Any, original: Any = original) -> Any:
+            data, shape = (list(node.input_values) + [""])[:2]
+            if shape not in graph.initializers or node.attributes.get("allowzero", 0):
+                return original(node, graph)
+            dims = [int(d) for d in graph.initializers[shape].to_numpy().reshape(-1)]
+            return OperationConverterResult(
+                torch_module=StaticReshape(dims),
+                onnx_mapping=OnnxMapping(inputs=(data,), outputs=node.output_values))
+
+        convert.static_reshape = True  # type: ignore[attr-defined]
+        _CONVERTER_REGISTRY[key] = convert  # type: ignore[index]
+
+
+def _torch_run(path: str, feeds: dict[str, np.ndarray], threads: int, info: dict[str, Any],
+               wrap: Callable[[Any], Any] = lambda m: m) -> Run:
+    """The ONNX model through onnx2torch (wrapped by `wrap`), run under inference_mode."""
     import onnx
     import torch
 
@@ -227,9 +265,11 @@ def build_torch(path: str, feeds: dict[str, np.ndarray], threads: int,
     import onnx2torch
 
     _register_lstm()
+    _register_static_reshape()
     torch.set_num_threads(threads)
     model = onnx2torch.convert(onnx.load(path))
     model.eval()
+    model = wrap(model)
     args = [torch.from_numpy(feeds[name]) for name in feeds]
     info["version"] = torch.__version__
 
@@ -238,6 +278,29 @@ def build_torch(path: str, feeds: dict[str, np.ndarray], threads: int,
             out = model(*args)
         return [t.numpy() for t in (out if isinstance(out, (tuple, list)) else [out])]
 
+    return run
+
+
+def build_torch(path: str, feeds: dict[str, np.ndarray], threads: int,
+                info: dict[str, Any], **_: Any) -> Run:
+    return _torch_run(path, feeds, threads, info)
+
+
+def build_torch_compile(path: str, feeds: dict[str, np.ndarray], threads: int,
+                        info: dict[str, Any], **_: Any) -> Run:
+    """torch.compile (inductor, default mode, dynamic=False) of the onnx2torch module; the
+    first call compiles (torch_compile_s). Inductor's cache is the worker's
+    TORCHINDUCTOR_CACHE_DIR (benchmarks/models.py: one per model, so the first thread count
+    compiles cold). Graph breaks fall back to eager between the compiled graphs (graphs)."""
+    import torch
+    from torch._dynamo.utils import counters
+
+    run = _torch_run(path, feeds, threads, info,
+                     lambda m: torch.compile(m, backend="inductor", dynamic=False))
+    start = time.perf_counter()
+    run()
+    info["torch_compile_s"] = round(time.perf_counter() - start, 2)
+    info["graphs"] = int(counters["stats"].get("unique_graphs", 0))
     return run
 
 
@@ -274,10 +337,12 @@ def build_tvm(path: str, feeds: dict[str, np.ndarray], threads: int,
 
 
 IMPORTS = {"ember": ["ember.runtime.library"], "ember-jit": ["ember"],
-           "onnxruntime": ["onnxruntime"],
-           "torch": ["torch", "onnx", "onnx2torch"], "tvm": ["onnx", "tvm", "tvm.relax"]}
+           "onnxruntime": ["onnxruntime"], "torch": ["torch", "onnx", "onnx2torch"],
+           "torch-compile": ["torch", "onnx", "onnx2torch"],
+           "tvm": ["onnx", "tvm", "tvm.relax"]}
 BUILDERS = {"ember": build_ember, "ember-jit": build_ember_jit,
-            "onnxruntime": build_onnxruntime, "torch": build_torch, "tvm": build_tvm}
+            "onnxruntime": build_onnxruntime, "torch": build_torch,
+            "torch-compile": build_torch_compile, "tvm": build_tvm}
 
 
 # ---- the worker process ---------------------------------------------------------------
@@ -318,7 +383,7 @@ def worker_main(argv: Sequence[str]) -> None:
     with np.load(feeds_path) as archive:
         feeds = {name: archive[name] for name in archive.files}
     try:
-        if system == "torch":
+        if system.startswith("torch"):
             _usable_torchvision()
         for module in IMPORTS[system]:
             importlib.import_module(module)
@@ -366,6 +431,8 @@ def _reason(error: Exception) -> str:
         op = text.split("operation_type=", 1)[1].split(",")[0].strip("'\"")
         return f"{op} not supported by onnx2torch"
     lines = [line for line in text.splitlines() if line.strip()]
+    if type(error).__name__ == "BackendCompilerFailed" and len(lines) > 1:
+        return _short(f"inductor: {lines[1]}")  # the first line only names the backend
     return _short(f"{type(error).__name__}: {lines[0] if lines else ''}")
 
 
@@ -381,7 +448,7 @@ class Worker:
 
     def __init__(self, system: str, model_path: str, feeds_path: str, threads: int,
                  workdir: str, cache: str = "", cold: bool = False) -> None:
-        self.system, self.threads = system, threads
+        self.system, self.threads, self._workdir = system, threads, workdir
         self.outputs = os.path.join(workdir, f"{system}-{threads}.npz")
         self.log = os.path.join(workdir, f"{system}-{threads}.log")
         self.info: dict[str, Any] = {}
@@ -398,6 +465,8 @@ class Worker:
                    MKL_NUM_THREADS=count)
         if self.system.startswith("ember"):
             env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+        if self.system == "torch-compile":  # per model directory: cold on its first build
+            env["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(self._workdir, "inductor-cache")
         return env
 
     def _receive(self, timeout: float) -> dict[str, Any]:
