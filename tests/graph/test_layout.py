@@ -127,16 +127,16 @@ def test_pipeline_level_3_uses_blocked_convs() -> None:
 
 def test_winograd_rule_and_numbers() -> None:
     b = GraphBuilder("wino")
-    x = b.input("x", (1, 64, 8, 9), "float32")
-    (a,) = b.add("Relu", [conv(b, x, 64, 64, 3)])
-    y = conv(b, a, 64, 64, 3, stride=2)  # strided: direct
+    x = b.input("x", (1, 128, 8, 9), "float32")
+    (a,) = b.add("Relu", [conv(b, x, 128, 128, 3)])
+    (c,) = b.add("Relu", [conv(b, a, 128, 128, 3, stride=2)])  # strided: direct
+    y = conv(b, c, 128, 64, 3)  # 64 output channels: direct
     graph = b.finish([y])
-    after = convert_layout(graph, LayoutRule(block=16, winograd=True))
+    after = convert_layout(graph, LayoutRule(block=16))
     algorithms = [n.attrs["algorithm"] for n in after.nodes if n.op == "ConvNCHWc"]
-    assert algorithms == ["winograd", "direct"]
-    default = convert_layout(graph, LayoutRule(block=16))
-    assert [n.attrs["algorithm"] for n in default.nodes if n.op == "ConvNCHWc"] == \
-        ["direct", "direct"]
-    feeds = {"x": rand(1, 64, 8, 9)}
+    assert algorithms == ["winograd", "direct", "direct"]
+    off = convert_layout(graph, LayoutRule(block=16, winograd=False))
+    assert [n.attrs["algorithm"] for n in off.nodes if n.op == "ConvNCHWc"] == ["direct"] * 3
+    feeds = {"x": rand(1, 128, 8, 9)}
     for want, got in zip(run(graph, feeds), run(after, feeds)):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
