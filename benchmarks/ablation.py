@@ -331,7 +331,9 @@ def measure_threads(name: str, count: int, compiled: dict[str, Any],
                                 f"by {error:.2e} relative to the largest output, more than "
                                 f"rtol {args.rtol:g}")
     counts = run_counts(estimates, args.runs, args.min_runs, args.max_seconds)
-    log(f"{name} threads={count}: timing {', '.join(f'{v} x{n}' for v, n in counts.items())}")
+    load = round(os.getloadavg()[0], 2)
+    log(f"{name} threads={count}: timing {', '.join(f'{v} x{n}' for v, n in counts.items())} "
+        f"(load average {load})")
     try:
         times = take_turns(blocks, counts, estimates, args.block, args.gap)
     except ChildError as error:  # the child died while timing: time the rest again without it
@@ -343,7 +345,8 @@ def measure_threads(name: str, count: int, compiled: dict[str, Any],
     rows = []
     for variant in VARIANTS:
         row: dict[str, Any] = {"model": name, "threads": count, "variant": variant,
-                               "median_ms": None, "ratio_vs_onnxruntime": None}
+                               "median_ms": None, "ratio_vs_onnxruntime": None,
+                               "load_average": load}
         if variant in times:
             ms = float(np.median(times[variant])) * 1e3
             row.update(median_ms=round(ms, 3), ratio_vs_onnxruntime=round(ms / ort_ms, 3),
