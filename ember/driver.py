@@ -266,12 +266,15 @@ def prepare(model: Any, target: Target, opt_level: int = 3,
     timings["optimize"] = time.perf_counter() - start - sum(timings.values())
     if prepack is None:
         prepack = os.environ.get("EMBER_PREPACK", "1").strip() not in ("0", "false", "no")
-    groups = fused_groups(fused, prepack)
+    memory = plan(fused)
+    # a Concat whose inputs were planned as slices of its output has nothing left to do
+    assembled = getattr(memory, "assembled", set())
+    groups = [g for g in fused_groups(fused, prepack)
+              if not (g.outer_outputs and all(v in assembled for v in g.outer_outputs))]
     show = progress if progress is not None else _stderr_is_terminal() and len(groups) > 8
     objects, stats = compile_kernels(groups, target, _kernel_cache(cache), jobs, bool(show),
                                      pic)
     timings["kernels"] = time.perf_counter() - start - sum(timings.values())
-    memory = plan(fused)
     calls, pack_jobs = prepacked_calls(groups)
     offsets, blob = pack_constants(fused, calls, pack_jobs)
     xplan = exec_plan(fused, calls, memory, offsets, blob.size)

@@ -217,3 +217,38 @@ def test_graph_without_kernels_and_constant_outputs():
     np.testing.assert_array_equal(got_x, a)
     np.testing.assert_array_equal(got_c, c.data)
     assert got_x is not a
+
+
+def test_fire_module_concat_is_assembled_in_place():
+    """A squeezenet fire module: two conv branches concatenated on channels (blocked layout)
+    are written straight into the concatenation; numbers match onnxruntime."""
+    pytest.importorskip("ember.frontend.onnx")
+    onnx = pytest.importorskip("onnx")
+    ort = pytest.importorskip("onnxruntime")
+    from onnx import TensorProto, helper
+
+    rng = np.random.default_rng(6)
+    weights = {"s": (16, 32, 1, 1), "e1": (32, 16, 1, 1), "e3": (32, 16, 3, 3),
+               "after": (8, 64, 3, 3)}
+    inits = [onnx.numpy_helper.from_array((rng.standard_normal(s) * 0.2).astype("float32"),
+                                          f"w_{k}") for k, s in weights.items()]
+    nodes = [helper.make_node("Conv", ["x", "w_s"], ["sq"]),
+             helper.make_node("Relu", ["sq"], ["sqr"]),
+             helper.make_node("Conv", ["sqr", "w_e1"], ["e1"]),
+             helper.make_node("Relu", ["e1"], ["e1r"]),
+             helper.make_node("Conv", ["sqr", "w_e3"], ["e3"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["e3"], ["e3r"]),
+             helper.make_node("Concat", ["e1r", "e3r"], ["cat"], axis=1),
+             helper.make_node("Conv", ["cat", "w_after"], ["y"], pads=[1, 1, 1, 1])]
+    graph = helper.make_graph(
+        nodes, "fire", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 32, 9, 11])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 9, 11])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    compiled = ember.compile(model, opt_level=3, cache=False)
+    assert compiled.memory_plan.assembled  # the Concat kernel is gone from the plan
+    assert not any(c.anchor == "Concat" or "concat" in c.group.lower()
+                   for c in compiled.plan.calls)
+    x = rng.standard_normal((1, 32, 9, 11)).astype("float32")
+    want = ort.InferenceSession(model.SerializeToString(),
+                                providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    np.testing.assert_allclose(compiled.run({"x": x})[0], want[0], rtol=1e-4, atol=1e-4)

@@ -12,6 +12,10 @@ In-place: a single-output group made only of ELEMWISE/BROADCAST ops may write it
 into an input buffer that dies at that step, has the output's element type and the output's
 shape (up to leading 1s): such a kernel reads element i of that input only to write
 element i of the output, so the two can share memory.
+Concat views: a group that is only a Concat whose axis has nothing but 1s before it (so
+each input is one contiguous slice of the output, e.g. channels of NCHW[x]c at batch 1)
+gets its inputs planned as slices of its output's buffer: their producers write straight
+into the concatenation and the Concat kernel is not run at all (`assembled`).
 """
 
 from __future__ import annotations
@@ -34,7 +38,9 @@ class MemoryPlan:
     """Where each intermediate value lives in the one workspace, and what that saved.
 
     offsets: byte offset of every planned value; lifetimes: (first step, last step);
-    inplace: output value -> the input value whose buffer it reuses.
+    inplace: output value -> the input value whose buffer it reuses; views: Concat input ->
+    (the Concat's output, byte offset inside it); assembled: Concat outputs made entirely of
+    views, whose Concat kernel need not run.
     """
 
     offsets: dict[Value, int]
@@ -44,6 +50,11 @@ class MemoryPlan:
     lifetimes: dict[Value, tuple[int, int]] = field(default_factory=dict)
     inplace: dict[Value, Value] = field(default_factory=dict)
     alignment: int = ALIGNMENT
+    views: dict[Value, tuple[Value, int]] = field(default_factory=dict)
+
+    @property
+    def assembled(self) -> set[Value]:
+        return {out for out, _ in self.views.values()}
 
     def size_of(self, v: Value) -> int:
         return aligned(v.type.nbytes, self.alignment)
@@ -53,11 +64,14 @@ class MemoryPlan:
         width = max([len(v.name) + 1 for v in rows] + [5])
         lines = [(f"memory plan: workspace {_mb(self.workspace_bytes)} (naive "
                   f"{_mb(self.naive_bytes)}, peak live {_mb(self.peak_live_bytes)}), "
-                  f"{len(rows)} values, {len(self.inplace)} in place"),
+                  f"{len(rows)} values, {len(self.inplace)} in place, "
+                  f"{len(self.assembled)} concats assembled in place"),
                  f"  {'value':<{width}}  {'offset':>12}  {'bytes':>12}  steps"]
         for v in rows:
             first, last = self.lifetimes[v]
             note = f"  (in place of %{self.inplace[v].name})" if v in self.inplace else ""
+            if v in self.views:
+                note = f"  (slice of %{self.views[v][0].name} at +{self.views[v][1]})"
             lines.append(f"  {'%' + v.name:<{width}}  {self.offsets[v]:>12}  "
                          f"{self.size_of(v):>12}  {first}..{last}{note}")
         return "\n".join(lines)
@@ -114,18 +128,64 @@ def inplace_candidates(graph: Graph, life: dict[Value, tuple[int, int]]) -> dict
     return pairs
 
 
-def plan_memory(graph: Graph, inplace: bool = True, alignment: int = ALIGNMENT) -> MemoryPlan:
+def _concat_parts(node: Node) -> tuple[Value, list[Value], int] | None:
+    """(output, inputs, axis) of a group that is only a Concat, else None."""
+    inner = node.attrs.get("graph")
+    nodes = inner.nodes if isinstance(inner, Graph) else (node,)
+    if len(nodes) != 1 or nodes[0].op != "Concat" or len(node.outputs) != 1:
+        return None
+    concat = nodes[0]
+    out = concat.outputs[0]
+    axis = int(concat.attrs.get("axis", 0))
+    axis = axis + len(out.type.shape) if axis < 0 else axis
+    return out, [v for v in concat.inputs if v is not None], axis
+
+
+def concat_views(graph: Graph, life: dict[Value, tuple[int, int]], alignment: int = ALIGNMENT
+                 ) -> dict[Value, tuple[Value, int]]:
+    """Concat input -> (Concat output, byte offset) for the Concats that can be assembled in
+    place (see the module docstring); each value is a slice of at most one Concat, and
+    neither side of a view is itself assembled or a slice elsewhere."""
+    views: dict[Value, tuple[Value, int]] = {}
+    assembled: set[Value] = set()
+    for node in graph.nodes:
+        parts = _concat_parts(node)
+        if parts is None:
+            continue
+        out, inputs, axis = parts
+        if (out not in life or any(d != 1 for d in out.type.shape[:axis])
+                or len(set(inputs)) != len(inputs)):
+            continue
+        if any(v not in life or v in views or v in assembled or v.type.dtype != out.type.dtype
+               or v.type.nbytes % alignment for v in inputs):
+            continue
+        offset = 0
+        for v in inputs:
+            views[v] = (out, offset)
+            offset += v.type.nbytes
+        assembled.add(out)
+    return views
+
+
+def plan_memory(graph: Graph, inplace: bool = True, alignment: int = ALIGNMENT,
+                views: bool = True) -> MemoryPlan:
     """Offsets of every intermediate value in one workspace, reusing dead values' memory.
 
         plan = plan_memory(fuse_ops(graph))
         print(plan)          # a table: value, offset, bytes, live steps
     """
     life = lifetimes(graph)
+    slices = concat_views(graph, life, alignment) if views else {}
+    sliced = set(slices) | {out for out, _ in slices.values()}
     pairs = inplace_candidates(graph, life) if inplace else {}
-    # buffers: chains of values sharing memory through in-place reuse
+    pairs = {out: src for out, src in pairs.items() if out not in sliced and src not in sliced}
+    # buffers: chains of values sharing memory through in-place reuse, and concatenations
+    # with the slices they are made of
     root: dict[Value, Value] = {}
     for v in life:
         root[v] = root[pairs[v]] if v in pairs else v
+    for v, (out, _) in slices.items():
+        root[v] = out
     members: dict[Value, list[Value]] = {}
     for v in life:
         members.setdefault(root[v], []).append(v)
@@ -145,10 +205,10 @@ def plan_memory(graph: Graph, inplace: bool = True, alignment: int = ALIGNMENT) 
         placed.append((offset, size, first, last))
         buffer_offset[r] = offset
         workspace = max(workspace, offset + size)
-    offsets = {v: buffer_offset[root[v]] for v in life}
+    offsets = {v: buffer_offset[root[v]] + (slices[v][1] if v in slices else 0) for v in life}
     naive = sum(aligned(v.type.nbytes, alignment) for v in life)
     return MemoryPlan(offsets, workspace, naive, _peak(life, alignment, len(graph.nodes)),
-                      life, pairs, alignment)
+                      life, pairs, alignment, slices)
 
 
 def _best_fit(overlapping: list[tuple[int, int]], size: int) -> int:
