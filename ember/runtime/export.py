@@ -30,9 +30,6 @@ from ember.runtime import library
 from ember.runtime.cache import KernelCache
 from ember.target import Target
 
-# SYS_futex per architecture (the pool sleeps on a futex)
-_FUTEX = {"x86_64": 202, "aarch64": 98, "arm64": 98}
-_SPIN = 30000  # the JIT pool's default (threadpool.DEFAULT_SPIN)
 # the pool's libgomp entry points: dropped from the library, which must not need libgomp
 _GOMP_FUNCTIONS = ("gomp_launch", "gomp_body")
 CONSTANTS_FILE = "constants.bin"
@@ -93,10 +90,11 @@ def runtime_ir(target: Target) -> str:
     from ember.runtime import threadpool
 
     arch = target.triple.split("-")[0]
-    if arch not in _FUTEX:
+    if arch not in threadpool.FUTEX_SYSCALLS:
         raise ExportError(f"target triple '{target.triple}': the thread pool supports "
-                          f"{', '.join(sorted(_FUTEX))} only")
-    text = threadpool.pool_ir(target.triple, arch, _FUTEX[arch], _SPIN)
+                          f"{', '.join(sorted(threadpool.FUTEX_SYSCALLS))} only")
+    text = threadpool.pool_ir(target.triple, arch, threadpool.FUTEX_SYSCALLS[arch],
+                              threadpool.DEFAULT_SPIN)
     return text + f"""
 @{threadpool.NUM_THREADS_SYMBOL} = global i32 1, align 64
 @{threadpool.LAUNCH_SYMBOL} = alias void (ptr, ptr, i32), ptr @pool_launch

@@ -100,11 +100,15 @@ def openmp_thread_count() -> int:
 
 
 # -- the pool ---------------------------------------------------------------------------------
+# SYS_futex of Linux per machine architecture (the pool sleeps on a futex)
+FUTEX_SYSCALLS = {"x86_64": 202, "aarch64": 98, "arm64": 98}
+
+
 def _futex_syscall() -> int | None:
     """SYS_futex on this Linux machine, None elsewhere."""
     if platform.system() != "Linux":
         return None
-    return {"x86_64": 202, "aarch64": 98, "arm64": 98}.get(platform.machine())
+    return FUTEX_SYSCALLS.get(platform.machine())
 
 
 def _register_pool() -> None:
