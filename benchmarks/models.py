@@ -1,18 +1,20 @@
-"""Zoo models: ember against onnxruntime, PyTorch eager and Apache TVM — latency and memory.
+"""Zoo models: ember against onnxruntime, PyTorch (eager, torch.compile), TVM — latency, memory.
 
     python benchmarks/models.py                       # all models and systems, 2 and 1 threads
     python benchmarks/models.py --models resnet18 bert-tiny --threads 2 --json
     python benchmarks/models.py --systems ember onnxruntime --runs 50
 
 Each system (ember; onnxruntime with every graph optimization; torch: the zoo's ONNX model
-through onnx2torch, eager under inference_mode; tvm: the relax ONNX frontend, relax.build's
+through onnx2torch, eager under inference_mode; torch-compile: that module through
+torch.compile, inductor's default mode; tvm: the relax ONNX frontend, relax.build's
 default pipeline for this CPU) runs in its own worker process (benchmarks/peers.py) at
 batch 1 with the same thread count, so each peak RSS is that system's own. The workers
 build one at a time, then take turns: each turn is one untimed run (for runs under 0.5 s)
 and a block of timed runs, in a rotating order, so machine noise is shared. Latency is the
 median of --runs timed runs after warm-up; a system slower than --max-seconds / --runs
 gets fewer runs (at least --min-runs; the count is reported). Build times (ember's cold and
-warm compile, TVM's relax.build) are reported apart from latency. Peak RSS is the worker's
+warm compile, TVM's relax.build, torch.compile's first call: cold at the first thread count,
+from inductor's cache after) are reported apart from latency. Peak RSS is the worker's
 VmHWM during inference, reset after the build; peak_rss_total_mb includes the build.
 Peers that are not installed (pip install 'ember[bench]') or cannot build a model show as
 "n/a (reason)". --json prints a list of objects with keys model, threads, system,
