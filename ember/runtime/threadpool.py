@@ -5,11 +5,14 @@ Generated code calls `ember_parallel_launch(worker, closure, n)` with `n = min(
 ember_num_threads, extent)`; the pool runs `worker(closure, tid, n)` on the calling thread
 (tid 0) and on each of the n - 1 workers that is ready before the caller has finished, and
 returns when all those are done; `worker` takes chunks of iterations from a counter in the
-closure, so a late or descheduled worker never holds up a launch. The pool is LLVM IR (pool_ir.py) compiled
-once per process with llvmlite: worker threads are created on first use, spin for a short
-while after each job (so the next kernel of a model starts without a wake-up) and then sleep
-on a futex, using no CPU while idle. A launch from inside a running job (nested parallelism)
-or from a second Python thread while the pool is busy runs serially on the caller.
+closure, so a late or descheduled worker never holds up a launch. The pool is LLVM IR
+(`pool_ir`) compiled once per process with llvmlite: worker threads are created on first
+use, spin for a short while after each job (so the next kernel of a model starts without a
+wake-up) and then sleep on a futex, using no CPU while idle. A launch from inside a running
+job (nested parallelism) or from a second Python thread while the pool is busy runs serially
+on the caller. Workers are kept off the launching thread's CPU (EMBER_PIN_THREADS=0: not):
+woken from sleep, a worker is otherwise often placed on the launcher's own CPU, and the two
+take turns on one core for milliseconds while the other core idles.
 
 EMBER_THREAD_POOL=gomp routes the same calls through libgomp's GOMP_parallel instead
 (OMP_WAIT_POLICY / GOMP_SPINCOUNT then decide how its idle threads wait).
@@ -43,6 +46,15 @@ def default_num_threads() -> int:
             raise EmberError(f"EMBER_NUM_THREADS must be a positive integer, got {text!r}")
         return int(text)
     return len(os.sched_getaffinity(0))
+
+
+def pin_workers() -> bool:
+    """EMBER_PIN_THREADS (default 1): keep the pool's workers off the CPU of the thread that
+    launches parallel loops (0: leave placement to the OS)."""
+    text = os.environ.get("EMBER_PIN_THREADS", "1").strip().lower()
+    if text not in ("0", "1", "true", "false", "yes", "no", ""):
+        raise EmberError(f"EMBER_PIN_THREADS must be 0 or 1, got {text!r}")
+    return text not in ("0", "false", "no")
 
 
 def pool_kind() -> str:
@@ -135,7 +147,8 @@ def _register_pool() -> None:
                  spin=engine.get_global_value_address("pool_spin"),
                  join_spin=engine.get_global_value_address("pool_join_spin"),
                  reset=engine.get_function_address("pool_reset_after_fork"),
-                 workers=engine.get_global_value_address("pool_workers"))
+                 workers=engine.get_global_value_address("pool_workers"),
+                 pin=engine.get_global_value_address("pool_pin"))
     llvm.add_symbol(LAUNCH_SYMBOL, launch)
     reset = ctypes.CFUNCTYPE(None)(_pool["reset"])
     _pool["reset_fn"] = reset
@@ -157,6 +170,14 @@ def set_spin(iterations: int, join: int | None = None) -> None:
     ctypes.c_int32.from_address(_pool["spin"]).value = iterations
     if join is not None:
         ctypes.c_int32.from_address(_pool["join_spin"]).value = join
+
+
+def set_pinning(on: bool) -> None:
+    """Keep the workers off the launching thread's CPU (True, the EMBER_PIN_THREADS default)
+    or leave their placement to the OS from the next launch on (workers already kept off
+    stay so until then)."""
+    load_openmp()
+    ctypes.c_int32.from_address(_pool["pin"]).value = int(bool(on))
 
 
 def pool_workers() -> int:
@@ -199,12 +220,74 @@ target triple = "{triple}"
 @pool_spin = global i32 {spin}, align 64
 @pool_join_spin = global i32 {join_spin}, align 64
 @pool_threads = internal global [256 x i64] zeroinitializer, align 64
+@pool_pin = global i32 {pin}, align 64
+@pool_home = internal global i32 -1, align 4
+@pool_allowed_ok = internal global i32 0, align 4
+@pool_allowed = internal global [16 x i64] zeroinitializer, align 64
+@pool_mask = internal global [16 x i64] zeroinitializer, align 64
 
 declare i64 @syscall(i64, ...)
 declare i32 @pthread_create(ptr, ptr, ptr, ptr)
 declare i32 @sched_yield()
+declare i32 @sched_getcpu()
+declare i32 @sched_getaffinity(i32, i64, ptr)
+declare i32 @pthread_setaffinity_np(i64, i64, ptr)
 declare i32 @llvm.smin.i32(i32, i32)
 {relax_decl}
+
+; Keep every worker off CPU %cpu (the launcher's): each may run on any other CPU the
+; launcher may use. Without it the OS often wakes a worker on the launcher's own CPU,
+; where the two take turns instead of running side by side.
+define internal void @pool_keep_off(i32 %cpu) {{
+entry:
+  %ok = load i32, ptr @pool_allowed_ok, align 4
+  %have = icmp ne i32 %ok, 0
+  br i1 %have, label %copy, label %query
+query:
+  %r = call i32 @sched_getaffinity(i32 0, i64 128, ptr @pool_allowed)
+  %good = icmp eq i32 %r, 0
+  br i1 %good, label %noted, label %exit
+noted:
+  store i32 1, ptr @pool_allowed_ok, align 4
+  br label %copy
+copy:
+  %i = phi i32 [ 0, %entry ], [ 0, %noted ], [ %i.next, %copy ]
+  %any = phi i64 [ 0, %entry ], [ 0, %noted ], [ %any.next, %copy ]
+  %cpu.word = lshr i32 %cpu, 6
+  %cpu.bit = and i32 %cpu, 63
+  %bit64 = zext i32 %cpu.bit to i64
+  %one = shl i64 1, %bit64
+  %clear = xor i64 %one, -1
+  %mine = icmp eq i32 %i, %cpu.word
+  %keep = select i1 %mine, i64 %clear, i64 -1
+  %src = getelementptr [16 x i64], ptr @pool_allowed, i64 0, i32 %i
+  %dst = getelementptr [16 x i64], ptr @pool_mask, i64 0, i32 %i
+  %w = load i64, ptr %src, align 8
+  %w.kept = and i64 %w, %keep
+  store i64 %w.kept, ptr %dst, align 8
+  %any.next = or i64 %any, %w.kept
+  %i.next = add i32 %i, 1
+  %more = icmp slt i32 %i.next, 16
+  br i1 %more, label %copy, label %check
+check:
+  %empty = icmp eq i64 %any.next, 0
+  %n = load i32, ptr @pool_workers, align 4
+  br i1 %empty, label %exit, label %pin
+pin:
+  %k = phi i32 [ 0, %check ], [ %k.next, %pin.next ]
+  %in = icmp slt i32 %k, %n
+  br i1 %in, label %pin.one, label %exit
+pin.one:
+  %slot = getelementptr [256 x i64], ptr @pool_threads, i64 0, i32 %k
+  %thread = load i64, ptr %slot, align 8
+  %e = call i32 @pthread_setaffinity_np(i64 %thread, i64 128, ptr @pool_mask)
+  br label %pin.next
+pin.next:
+  %k.next = add i32 %k, 1
+  br label %pin
+exit:
+  ret void
+}}
 
 define internal void @relax() alwaysinline {{
   {relax_call}
@@ -326,6 +409,7 @@ create:
 created:
   %k.next = add i32 %k, 1
   store i32 %k.next, ptr @pool_workers, align 4
+  store i32 -1, ptr @pool_home, align 4
   %again = icmp slt i32 %k.next, %want
   br i1 %again, label %create, label %ready
 ready:
@@ -338,6 +422,21 @@ alone:
   call void %fn(ptr %arg, i32 0, i32 1)
   br label %exit
 go:
+  %pin.on = load atomic i32, ptr @pool_pin monotonic, align 4
+  %pinning = icmp ne i32 %pin.on, 0
+  br i1 %pinning, label %where, label %publish
+where:
+  %cpu = call i32 @sched_getcpu()
+  %home = load i32, ptr @pool_home, align 4
+  %moved = icmp ne i32 %cpu, %home
+  %valid = icmp ult i32 %cpu, 1024
+  %repin = and i1 %moved, %valid
+  br i1 %repin, label %keep.off, label %publish
+keep.off:
+  call void @pool_keep_off(i32 %cpu)
+  store i32 %cpu, ptr @pool_home, align 4
+  br label %publish
+publish:
   store ptr %fn, ptr @pool_fn, align 8
   store ptr %arg, ptr @pool_arg, align 8
   store i32 %team, ptr @pool_team, align 4
@@ -399,6 +498,7 @@ exit:
 }}
 
 define void @pool_reset_after_fork() {{
+  store i32 -1, ptr @pool_home, align 4
   store i32 0, ptr @pool_workers, align 4
   store i32 0, ptr @pool_sleepers, align 4
   store i32 0, ptr @pool_finished, align 4
@@ -438,8 +538,10 @@ _RELAX = {
 }
 
 
-def pool_ir(triple: str, machine: str, futex: int, spin: int) -> str:
-    """The pool module's LLVM IR for this host (`futex`: the SYS_futex number)."""
+def pool_ir(triple: str, machine: str, futex: int, spin: int, pin: bool | None = None) -> str:
+    """The pool module's LLVM IR for this host (`futex`: the SYS_futex number; `pin`: keep
+    workers off the launcher's CPU, default pin_workers())."""
     decl, call = _RELAX.get(machine, ("", ""))
+    pin = pin_workers() if pin is None else pin
     return _POOL_IR.format(triple=triple, futex=futex, spin=spin, join_spin=JOIN_SPIN,
-                           relax_decl=decl, relax_call=call)
+                           relax_decl=decl, relax_call=call, pin=int(pin))

@@ -191,3 +191,61 @@ def test_forked_child_gets_a_fresh_pool() -> None:
         assert os.waitstatus_to_exitcode(status) == 0
     finally:
         threadpool.set_num_threads(previous)
+
+
+_PIN_SCRIPT = textwrap.dedent("""
+    import os
+    import numpy as np
+    from ember.codegen.jit import build_llvm
+    from ember.runtime import threadpool
+    from ember.tir import Call, Evaluate, For, ForKind, PrimFunc, Seq, Store, Var, buffer, const
+    out = buffer("tid", (32,), "int32")
+    i = Var("i")
+    body = Seq((Evaluate(Call(out.dtype, "usleep", (const(1000, "int32"),))),
+                Store(out, Call(out.dtype, "gettid", ()), (i,))))
+    f = build_llvm(PrimFunc("tids", (out,), For(i, const(0), const(32), ForKind.PARALLEL, body)))
+    ids = np.full(32, -1, "int32")
+    f(ids)
+    f(ids)
+    import ctypes
+    me = ctypes.CDLL(None).gettid()
+    workers = sorted(set(ids.tolist()) - {me})
+    allowed = sorted(os.sched_getaffinity(0))
+    for tid in workers:
+        text = open(f"/proc/self/task/{tid}/status").read()
+        line = [x for x in text.splitlines() if x.startswith("Cpus_allowed_list")][0]
+        print(line.split(":")[1].strip(), ",".join(map(str, allowed)))
+""")
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs")
+@pytest.mark.parametrize("pin", ["1", "0"])
+def test_workers_are_kept_off_the_launchers_cpu(pin: str) -> None:
+    env = dict(os.environ, EMBER_NUM_THREADS="2", EMBER_THREAD_POOL="ember",
+               EMBER_PIN_THREADS=pin)
+    result = subprocess.run([sys.executable, "-c", _PIN_SCRIPT], env=env, capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.split("\n")[:-1]
+    assert len(lines) == 1  # one worker took part
+
+    def cpus(text: str) -> set[int]:
+        out: set[int] = set()
+        for part in text.split(","):
+            lo, _, hi = part.partition("-")
+            out.update(range(int(lo), int(hi or lo) + 1))
+        return out
+
+    worker, allowed = (cpus(t) for t in lines[0].split())
+    if pin == "1":  # every allowed CPU but the one the launcher ran on
+        assert worker < allowed and len(worker) == len(allowed) - 1
+    else:
+        assert worker == allowed
+
+
+def test_pin_setting_is_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EMBER_PIN_THREADS", "sometimes")
+    with pytest.raises(EmberError, match="EMBER_PIN_THREADS must be 0 or 1"):
+        threadpool.pin_workers()
+    monkeypatch.setenv("EMBER_PIN_THREADS", "0")
+    assert not threadpool.pin_workers()
