@@ -16,6 +16,7 @@ from ember.codegen.llvm_expr import I8, I32, I64, PTR, ExprEmitter, constant, ll
 from ember.codegen.llvm_memory import emit_store
 from ember.dtype import DType
 from ember.errors import CodegenError
+from ember.runtime.threadpool import ALLOC_SYMBOL, FREE_SYMBOL
 from ember.target import Target
 from ember.tir.expr import Expr, IntImm, Var
 from ember.tir.function import Buffer, PrimFunc
@@ -222,14 +223,11 @@ class FunctionEmitter(ExprEmitter):
         return total
 
     def _heap_allocate(self, buf: Buffer, nbytes: ir.Value, body: Stmt) -> None:
-        b_ = self.builder
-        # aligned_alloc wants a multiple of the alignment
-        rounded = b_.and_(b_.add(nbytes, ir.Constant(I64, ALLOC_ALIGN - 1)),
-                          ir.Constant(I64, -ALLOC_ALIGN))
-        alloc = self.declare("aligned_alloc", PTR, [I64, I64])
-        ptr = b_.call(alloc, [ir.Constant(I64, ALLOC_ALIGN), rounded], name=buf.name)
+        # the runtime's block cache (64-byte aligned; see ember.runtime.threadpool)
+        alloc = self.declare(ALLOC_SYMBOL, PTR, [I64])
+        ptr = self.builder.call(alloc, [nbytes], name=buf.name)
         self._with_buffer(buf, ptr, body)
-        self.builder.call(self.declare("free", ir.VoidType(), [PTR]), [ptr])
+        self.builder.call(self.declare(FREE_SYMBOL, ir.VoidType(), [PTR]), [ptr])
 
     def _with_buffer(self, buf: Buffer, ptr: ir.Value, body: Stmt) -> None:
         self.buffers[buf.data] = ptr

@@ -30,6 +30,11 @@ from ember.errors import EmberError
 
 NUM_THREADS_SYMBOL = "ember_num_threads"
 LAUNCH_SYMBOL = "ember_parallel_launch"
+# heap buffers of kernels (too big for the stack): a small cache of freed blocks in front of
+# aligned_alloc / free, so a kernel run on every inference does not map and fault in fresh
+# pages each time (glibc serves blocks over its mmap threshold with mmap/munmap)
+ALLOC_SYMBOL = "ember_alloc"
+FREE_SYMBOL = "ember_free"
 PARALLEL_SYMBOLS = (LAUNCH_SYMBOL,)
 POOLS = ("ember", "gomp")
 # pause-loop iterations (about 25 ns each on Zen 4) a worker spins after a job before it
@@ -150,6 +155,8 @@ def _register_pool() -> None:
                  workers=engine.get_global_value_address("pool_workers"),
                  pin=engine.get_global_value_address("pool_pin"))
     llvm.add_symbol(LAUNCH_SYMBOL, launch)
+    for symbol in (ALLOC_SYMBOL, FREE_SYMBOL):
+        llvm.add_symbol(symbol, engine.get_function_address(symbol))
     reset = ctypes.CFUNCTYPE(None)(_pool["reset"])
     _pool["reset_fn"] = reset
     os.register_at_fork(after_in_child=reset)  # the child has none of the parent's threads
@@ -494,6 +501,92 @@ join.woke:
   br label %exit
 exit:
   store atomic i32 0, ptr @pool_busy release, align 4
+  ret void
+}}
+
+; The block cache: up to 8 freed blocks, each slot taken and filled with atomic exchanges,
+; so only the thread holding a block ever reads it. A block is 64 bytes of header (its
+; capacity) followed by the caller's 64-byte aligned bytes.
+@alloc_cache = internal global [8 x ptr] zeroinitializer, align 64
+@alloc_victim = internal global i32 0, align 64
+
+declare ptr @aligned_alloc(i64, i64)
+declare void @free(ptr)
+
+define ptr @ember_alloc(i64 %nbytes) {{
+entry:
+  br label %scan
+scan:
+  %i = phi i32 [ 0, %entry ], [ %i.next, %next ]
+  %more = icmp slt i32 %i, 8
+  br i1 %more, label %take, label %fresh
+take:
+  %slot = getelementptr [8 x ptr], ptr @alloc_cache, i64 0, i32 %i
+  %block = atomicrmw xchg ptr %slot, ptr null acq_rel
+  %empty = icmp eq ptr %block, null
+  br i1 %empty, label %next, label %fits
+fits:
+  %cap = load i64, ptr %block, align 8
+  %enough = icmp uge i64 %cap, %nbytes
+  br i1 %enough, label %reuse, label %back
+reuse:
+  %user = getelementptr i8, ptr %block, i64 64
+  ret ptr %user
+back:
+  %cx = cmpxchg ptr %slot, ptr null, ptr %block acq_rel monotonic
+  %put = extractvalue {{ ptr, i1 }} %cx, 1
+  br i1 %put, label %next, label %drop
+drop:
+  call void @free(ptr %block)
+  br label %next
+next:
+  %i.next = add i32 %i, 1
+  br label %scan
+fresh:
+  %up = add i64 %nbytes, 63
+  %capacity = and i64 %up, -64
+  %total = add i64 %capacity, 64
+  %new = call ptr @aligned_alloc(i64 64, i64 %total)
+  %failed = icmp eq ptr %new, null
+  br i1 %failed, label %none, label %fill
+none:
+  ret ptr null
+fill:
+  store i64 %capacity, ptr %new, align 8
+  %user.new = getelementptr i8, ptr %new, i64 64
+  ret ptr %user.new
+}}
+
+define void @ember_free(ptr %user) {{
+entry:
+  %null = icmp eq ptr %user, null
+  br i1 %null, label %exit, label %keep
+keep:
+  %block = getelementptr i8, ptr %user, i64 -64
+  br label %scan
+scan:
+  %i = phi i32 [ 0, %keep ], [ %i.next, %full ]
+  %more = icmp slt i32 %i, 8
+  br i1 %more, label %try, label %evict
+try:
+  %slot = getelementptr [8 x ptr], ptr @alloc_cache, i64 0, i32 %i
+  %cx = cmpxchg ptr %slot, ptr null, ptr %block acq_rel monotonic
+  %put = extractvalue {{ ptr, i1 }} %cx, 1
+  br i1 %put, label %exit, label %full
+full:
+  %i.next = add i32 %i, 1
+  br label %scan
+evict:
+  %v = atomicrmw add ptr @alloc_victim, i32 1 monotonic
+  %victim = and i32 %v, 7
+  %vslot = getelementptr [8 x ptr], ptr @alloc_cache, i64 0, i32 %victim
+  %old = atomicrmw xchg ptr %vslot, ptr %block acq_rel
+  %had = icmp ne ptr %old, null
+  br i1 %had, label %release, label %exit
+release:
+  call void @free(ptr %old)
+  br label %exit
+exit:
   ret void
 }}
 

@@ -269,7 +269,36 @@ def test_allocate_temporary(n: int) -> None:
     mod = build_llvm(PrimFunc("tmp", (a, b), body))
     mod(x, out)
     np.testing.assert_allclose(out, x[::-1] * 2 + 1, rtol=1e-6)
-    assert ("aligned_alloc" in mod.get_source("ll")) == (n * 4 > 64 * 1024)
+    assert ("ember_alloc" in mod.get_source("ll")) == (n * 4 > 64 * 1024)
+
+
+@pytest.mark.parametrize("n", [20000, 70000, 30000])  # heap blocks of several sizes
+def test_heap_buffers_in_parallel_rows_are_private(n: int) -> None:
+    """Every row of a parallel loop takes its own heap buffer from the runtime's block cache
+    (reused across calls and kernels); rows must not see each other's data."""
+    from ember.runtime import threadpool
+
+    rows = 24
+    a, b = buffer("A", (rows * n,), "float32"), buffer("B", (rows * n,), "float32")
+    t = buffer("T", (n,), "float32", scope="global")
+    i, j, k = Var("i"), Var("j"), Var("k")
+    row = Allocate(t, seq(
+        For(j, const(0), const(n), ForKind.SERIAL, Store(t, Load(a, (i * n + j,)) * 2.0, (j,))),
+        For(k, const(0), const(n), ForKind.SERIAL,
+            Store(b, Load(t, (const(n - 1) - k,)) + 1.0, (i * n + k,)))))
+    mod = build_llvm(PrimFunc(f"rows{n}", (a, b),
+                              For(i, const(0), const(rows), ForKind.PARALLEL, row)))
+    x = rand("float32", rows * n)
+    want = (x.reshape(rows, n)[:, ::-1] * 2 + 1).reshape(-1)
+    previous = threadpool.num_threads()
+    try:
+        threadpool.set_num_threads(2)
+        for _ in range(3):
+            out = np.zeros(rows * n, "float32")
+            mod(x, out)
+            np.testing.assert_allclose(out, want, rtol=1e-6)
+    finally:
+        threadpool.set_num_threads(previous)
 
 
 def test_serial_reduction_with_scalar_param() -> None:
