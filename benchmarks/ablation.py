@@ -41,6 +41,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 if importlib.util.find_spec("ember") is None:  # run from a checkout, not installed
     sys.path.insert(0, ROOT)
 from models import MODELS  # noqa: E402
+from peers import ort_session  # noqa: E402
 
 LEVELS = [0, 1, 2, 3]
 NO_PREPACK = "level3-noprepack"
@@ -60,18 +61,6 @@ class ChildError(RuntimeError):
 
 def log(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
-
-
-def ort_session(path: str, threads: int) -> Any:
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    options.intra_op_num_threads = threads
-    options.inter_op_num_threads = 1
-    options.log_severity_level = 3
-    return ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
 
 
 def max_rel_error(got: Sequence[np.ndarray], want: Sequence[np.ndarray]) -> float:

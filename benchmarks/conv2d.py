@@ -39,6 +39,8 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if importlib.util.find_spec("ember") is None:  # run from a checkout, not installed
     sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from peers import ort_session  # noqa: E402
 
 BLOCK = 5  # timed calls per turn
 GAP_SECONDS = 0.3  # pause before each turn: longer than onnxruntime's threads spin
@@ -133,19 +135,6 @@ def conv_model(layer: Layer, seed: int = 0) -> Any:
         [numpy_helper.from_array(w.astype(np.float32), "w"),
          numpy_helper.from_array(b.astype(np.float32), "b")])
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-
-
-def ort_session(model: Any, threads: int) -> Any:
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    options.intra_op_num_threads = threads
-    options.inter_op_num_threads = 1
-    options.log_severity_level = 3
-    return ort.InferenceSession(model.SerializeToString(), options,
-                                providers=["CPUExecutionProvider"])
 
 
 def busy_cpu_seconds() -> float:
@@ -248,7 +237,7 @@ def measure(layer: Layer, threads: Sequence[int], repeat: int, peak: float, rtol
     rows = []
     for count in threads:
         threadpool.set_num_threads(count)
-        session = ort_session(model, count)
+        session = ort_session(model.SerializeToString(), count)
         want = session.run(["y"], {"x": x})[0]
         got = compiled.run([x])[0]
         max_rel = errors(got, want)[1]

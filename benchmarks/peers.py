@@ -132,8 +132,9 @@ def build_ember_jit(path: str, feeds: dict[str, np.ndarray], threads: int,
     return lambda: compiled.run(feeds)
 
 
-def build_onnxruntime(path: str, feeds: dict[str, np.ndarray], threads: int,
-                      info: dict[str, Any], **_: Any) -> Run:
+def ort_session(model: str | bytes, threads: int) -> Any:
+    """An onnxruntime session (a path or serialized model) with every graph optimization,
+    `threads` intra-op threads, sequential execution."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
@@ -142,7 +143,14 @@ def build_onnxruntime(path: str, feeds: dict[str, np.ndarray], threads: int,
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
     options.log_severity_level = 3
-    session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+    return ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+
+
+def build_onnxruntime(path: str, feeds: dict[str, np.ndarray], threads: int,
+                      info: dict[str, Any], **_: Any) -> Run:
+    import onnxruntime as ort
+
+    session = ort_session(path, threads)
     names = [o.name for o in session.get_outputs()]
     info["version"] = ort.__version__
     return lambda: session.run(names, feeds)
