@@ -1,21 +1,14 @@
 """benchmarks/ablation.py: bert-tiny end to end, run counts, turn taking, failures."""
 
-import importlib.util
-import os
-import sys
 
 import pytest
+
+from tests.benchmark_modules import load_benchmark
 
 pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 
-PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks",
-                    "ablation.py")
-_spec = importlib.util.spec_from_file_location("bench_ablation", PATH)
-assert _spec is not None and _spec.loader is not None
-ablation = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = ablation
-_spec.loader.exec_module(ablation)
+ablation = load_benchmark("ablation")
 
 TINY = ["--models", "bert-tiny", "--runs", "3", "--min-runs", "2", "--gap", "0"]
 

@@ -1,22 +1,16 @@
 """benchmarks/conv2d.py: ResNet-50's conv shapes, a tiny end-to-end run, totals, failures."""
 
-import importlib.util
 import os
-import sys
 from collections import Counter
 
 import pytest
 
+from tests.benchmark_modules import load_benchmark
+
 pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 
-PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks",
-                    "conv2d.py")
-_spec = importlib.util.spec_from_file_location("bench_conv2d", PATH)
-assert _spec is not None and _spec.loader is not None
-conv2d = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = conv2d  # dataclasses look their module up there
-_spec.loader.exec_module(conv2d)
+conv2d = load_benchmark("conv2d")
 
 TINY = ["--shape", "16", "32", "3", "2", "9", "--repeat", "3", "--gap", "0", "--json"]
 

@@ -2,23 +2,18 @@
 
 import importlib.util
 import os
-import sys
 
 import numpy as np
 import pytest
+
+from tests.benchmark_modules import load_benchmark
 
 pytest.importorskip("onnx")
 pytest.importorskip("torch")
 if importlib.util.find_spec("onnx2torch") is None:  # importing it may need torchvision's stub
     pytest.skip("onnx2torch is not installed", allow_module_level=True)
 
-PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks",
-                    "peers.py")
-_spec = importlib.util.spec_from_file_location("bench_peers", PATH)
-assert _spec is not None and _spec.loader is not None
-peers = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = peers
-_spec.loader.exec_module(peers)
+peers = load_benchmark("peers")
 
 
 def test_systems_and_missing() -> None:
