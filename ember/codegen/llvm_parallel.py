@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING
 
 from llvmlite import ir
 
-from ember.codegen.llvm_expr import I32, PTR
-from ember.runtime.threadpool import LAUNCH_SYMBOL, NUM_THREADS_SYMBOL
 from ember import dtype as dt
+from ember.codegen.llvm_expr import I32, PTR
 from ember.errors import CodegenError
+from ember.runtime.threadpool import LAUNCH_SYMBOL, NUM_THREADS_SYMBOL
 from ember.tir.expr import IntImm, Load, Var
 from ember.tir.functor import post_order_visit
 from ember.tir.stmt import PARALLEL_CHUNKS, Allocate, For, Store

@@ -93,15 +93,17 @@ class _Window:
         last = (self.out[d] - 1) * self.strides[d] - self.pads[d][0] + span
         return self.pads[d][0] > 0, last > self.xs[2 + d]
 
+    def inside(self, d: int, p: Expr) -> list[Expr]:
+        """The conditions for input position `p` of spatial dimension d to be in the input
+        (none on a side the window never leaves)."""
+        low, high = self.clipped(d)
+        return ([p >= 0] if low else []) + ([p < self.xs[2 + d]] if high else [])
+
     def read(self, n: Expr, c: Expr, sp: Sequence[Expr], fill: Expr) -> Expr:
         conds, idx = [], []
         for d in range(self.nsp):
             p = self.position(d, sp[d], self.ks[d].var)
-            low, high = self.clipped(d)
-            if low:
-                conds.append(p >= 0)
-            if high:
-                conds.append(p < self.xs[2 + d])
+            conds += self.inside(d, p)
             idx.append(p)
         value = self.x[(n, c, *idx)]
         return te.if_then_else(te.all(*conds), value, fill) if conds else value
@@ -140,11 +142,7 @@ def _separable(win: _Window, fill: Expr, reduce: Callable[..., Expr], name: str,
         conds, idx = [], []
         for d in range(last):
             p = win.position(d, sp[d], lead[d].var)
-            low, high = win.clipped(d)
-            if low:
-                conds.append(p >= 0)
-            if high:
-                conds.append(p < win.xs[2 + d])
+            conds += win.inside(d, p)
             idx.append(p)
         q = sp[last] - before if before else sp[last]
         if before:
