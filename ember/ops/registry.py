@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from ember import te
     from ember.graph.ir import TensorType
     from ember.target import Target
+    from ember.ops.knobs import Knobs
     from ember.te.schedule import Schedule
 
 
@@ -58,6 +59,7 @@ class OpDef:
     attrs: Mapping[str, Any] = field(default_factory=dict)   # defaults; REQUIRED = no default
     attr_inputs: tuple[str, ...] = ()       # inputs that must be constants -> attributes
     num_outputs: int = 1
+    knobs: type[Knobs] | None = None        # the schedule's knob family (None: none declared)
 
     def complete_attrs(self, attrs: Mapping[str, Any], node: str = "") -> dict[str, Any]:
         """Fill defaults; reject unknown attributes and missing required ones."""

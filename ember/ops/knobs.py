@@ -1,0 +1,157 @@
+"""Knobs: the declared choices of a schedule, their space and their default.
+
+Every schedule with a choice declares it as a frozen dataclass subclassing `Knobs`:
+
+    @dataclass(frozen=True)
+    class DenseKnobs(Knobs):
+        mr: int = 8
+        nr: int = 32
+
+        @classmethod
+        def space(cls, task: Task) -> Space:      # the enumerable choices for this task
+            return Space({"mr": (4, 6, 8), "nr": (16, 32, 48)})
+
+        @classmethod
+        def default(cls, task: Task) -> "DenseKnobs":   # a heuristic over target facts
+            return cls(mr=8, nr=2 * task.target.vector_lanes("float32"))
+
+A schedule is `schedule(outs, target, knobs)`; the op's `OpDef.knobs` names the class.
+The tuner searches `space(task)`, the tuning database stores `knobs.to_dict()`, and
+`ember.compile(..., knobs=...)` applies what it found. No schedule reads process state:
+thread count, vector width and cache sizes come from the target.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import random
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ember.errors import ScheduleError
+
+if TYPE_CHECKING:
+    from ember.target import Target
+    from ember.te.tensor import Tensor
+
+K = TypeVar("K", bound="Knobs")
+
+
+@dataclass(frozen=True)
+class Task:
+    """What a schedule's knobs are chosen for: the fused kernel's outputs, its anchor op
+    (name and attributes) and the target."""
+
+    outs: tuple[Tensor, ...]
+    target: Target
+    op: str = ""
+    attrs: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+    @property
+    def threads(self) -> int:
+        return self.target.num_cores
+
+
+@dataclass(frozen=True)
+class Space:
+    """An enumerable knob space: each knob name with its tuple of allowed values; a point is
+    one value per knob (the product of the choices)."""
+
+    choices: Mapping[str, tuple[Any, ...]]
+
+    def __post_init__(self) -> None:
+        for name, values in self.choices.items():
+            assert isinstance(values, tuple) and values, f"knob {name}: no choices"
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for values in self.choices.values():
+            n *= len(values)
+        return n
+
+    def points(self) -> Iterator[dict[str, Any]]:
+        names = list(self.choices)
+        for combo in itertools.product(*(self.choices[n] for n in names)):
+            yield dict(zip(names, combo))
+
+    def sample(self, rng: random.Random) -> dict[str, Any]:
+        return {name: rng.choice(values) for name, values in self.choices.items()}
+
+    def contains(self, point: Mapping[str, Any]) -> bool:
+        return all(name in point and point[name] in values
+                   for name, values in self.choices.items())
+
+
+@dataclass(frozen=True)
+class Knobs:
+    """Base of every knob family. Subclasses add fields and override `space` / `default`."""
+
+    @classmethod
+    def family(cls) -> str:
+        return cls.__name__
+
+    @classmethod
+    def space(cls, task: Task) -> Space:
+        """The choices declared for `task` (a family without choices has one point)."""
+        return Space({})
+
+    @classmethod
+    def default(cls: type[K], task: Task) -> K:
+        """The heuristic choice for `task`, from the target's facts."""
+        return cls()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+    @classmethod
+    def from_dict(cls: type[K], values: Mapping[str, Any], where: str = "") -> K:
+        """Knobs from stored values; unknown names are an error naming the family."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - names)
+        if unknown:
+            raise ScheduleError(f"{where}{cls.family()}: unknown knob(s) {unknown}; "
+                                f"known: {sorted(names)}")
+        return cls(**dict(values))
+
+    def replace(self: K, **changes: Any) -> K:
+        return dataclasses.replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class NoKnobs(Knobs):
+    """The family of schedules without a choice."""
+
+
+def knobs_at(cls: type[K], task: Task, point: Mapping[str, Any]) -> K:
+    """The default knobs of `task` with the values of `point` (a point of `cls.space`)."""
+    return cls.default(task).replace(**dict(point))
+
+
+def check_knobs(cls: type[Knobs], knobs: Knobs | None, where: str) -> None:
+    """Reject knobs of another family for a schedule of family `cls`."""
+    if knobs is not None and not isinstance(knobs, cls):
+        raise ScheduleError(f"{where}: expected {cls.family()} knobs, got "
+                            f"{type(knobs).__name__}")
+
+
+def divisors(n: int, limit: int | None = None) -> tuple[int, ...]:
+    """The divisors of n up to `limit` (tile sizes without tails), ascending."""
+    top = n if limit is None else min(n, limit)
+    return tuple(d for d in range(1, top + 1) if n % d == 0)
+
+
+def powers_of_two(lo: int, hi: int) -> tuple[int, ...]:
+    out, v = [], 1
+    while v <= hi:
+        if v >= lo:
+            out.append(v)
+        v *= 2
+    return tuple(out)
+
+
+__all__ = ["Knobs", "NoKnobs", "Space", "Task", "check_knobs", "divisors", "knobs_at",
+           "powers_of_two"]
+
