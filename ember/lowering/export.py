@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ember.errors import ArgumentError, EmberError
-from ember.runtime import library
+from ember.runtime import cpu, library
 from ember.target import Target
 
 # the pool's libgomp entry points: dropped from the library, which must not need libgomp
@@ -149,7 +149,15 @@ def metadata(plan: Any, target: Target) -> dict[str, Any]:
 
     return {"format": library.FORMAT, "ember_version": __version__,
             "compiler": compiler_version(), "target": str(target), "triple": target.triple,
-            "plan": json.loads(plan.to_json())}
+            "cpu": target.cpu, "features": list(target.code_features),
+            "requires": required_features(target), "plan": json.loads(plan.to_json())}
+
+
+def required_features(target: Target) -> list[str]:
+    """The target's code features that a CPU's Linux flags can show (the loader refuses a
+    CPU without one of them)."""
+    table = cpu.LINUX_FLAGS.get(cpu.family(target.triple.split("-")[0]), {})
+    return [f for f in target.code_features if f in table]
 
 
 def data_assembly(constant_bytes: int, metadata_bytes: int) -> str:
