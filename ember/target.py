@@ -36,6 +36,8 @@ _ARCH = re.compile(r"^(x86_64|i[3-6]86|aarch64(_be)?|arm64|armv\d+[a-z]*|arm|thu
                    r"wasm32|wasm64|nvptx64|nvptx|amdgcn|riscv32|riscv64|powerpc64le|"
                    r"powerpc64|ppc64le|mips64el|mipsel|s390x|loongarch64)$")
 
+_OS_NAMES = ("linux", "none", "windows", "freebsd", "android", "darwin", "wasi", "emscripten")
+
 # CPUs whose vector registers are 512 (AVX-512) or 256 (AVX2) bits wide
 _AVX512_CPUS = ("skylake-avx512", "cascadelake", "cooperlake", "cannonlake", "icelake-client",
                 "icelake-server", "tigerlake", "sapphirerapids", "emeraldrapids",
@@ -138,6 +140,16 @@ class Target:
         if self.kind in _DEFAULT_TRIPLES:
             return _DEFAULT_TRIPLES[self.kind]
         return _host_info()[2]
+
+    @property
+    def llvm_triple(self) -> str:
+        """The triple as LLVM parses it: a vendor-less `arch-os-env` (aarch64-linux-gnu) gets
+        `unknown` inserted, else LLVM reads 'linux' as the vendor and loses the environment
+        (on armv7a-linux-gnueabihf: the hard-float ABI)."""
+        parts = self.triple.split("-")
+        if len(parts) == 3 and parts[1] in _OS_NAMES:
+            return "-".join([parts[0], "unknown", *parts[1:]])
+        return self.triple
 
     @property
     def cpu(self) -> str:

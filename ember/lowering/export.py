@@ -70,10 +70,7 @@ def find_c_compiler(target: Target | str = "llvm") -> list[str]:
                                     "of cc, gcc, clang is on PATH: install one or set the CC "
                                     "environment variable to its path")
     triple = tgt.triple
-    parts = triple.split("-")
-    names = [f"{triple}-gcc", f"{triple}-cc"]
-    if len(parts) >= 3:
-        names.append(f"{parts[0]}-{'-'.join(parts[2:])}-gcc")  # aarch64-linux-gnu-gcc
+    names = cross_compiler_names(triple)
     for name in names:
         if shutil.which(name):
             return [name]
@@ -83,6 +80,19 @@ def find_c_compiler(target: Target | str = "llvm") -> list[str]:
         "write the unlinked objects with ember.driver.export_objects")
 
 
+def cross_compiler_names(triple: str) -> list[str]:
+    """The names a cross C compiler for `triple` goes by: the triple itself, without its
+    vendor (aarch64-unknown-linux-gnu -> aarch64-linux-gnu-gcc) and, for 32-bit ARM, with
+    Debian's arch name (armv7a-linux-gnueabihf -> arm-linux-gnueabihf-gcc)."""
+    parts = triple.split("-")
+    stems = [triple]
+    if len(parts) == 4:
+        stems.append("-".join([parts[0], *parts[2:]]))
+    if cpu.family(parts[0]) == "arm" and parts[0] != "arm":
+        stems += ["-".join(["arm", *stem.split("-")[1:]]) for stem in list(stems)]
+    return [f"{stem}-{tool}" for stem in dict.fromkeys(stems) for tool in ("gcc", "cc")]
+
+
 # the pieces -----------------------------------------------------------------------------
 def runtime_ir(target: Target) -> str:
     """The thread pool plus the library's thread-count global and exported entry points."""
@@ -90,11 +100,11 @@ def runtime_ir(target: Target) -> str:
     from ember.runtime import threadpool
 
     arch = target.triple.split("-")[0]
-    if arch not in threadpool.FUTEX_SYSCALLS:
-        raise ExportError(f"target triple '{target.triple}': the thread pool supports "
-                          f"{', '.join(sorted(threadpool.FUTEX_SYSCALLS))} only")
-    text = pool_ir(target.triple, arch, threadpool.FUTEX_SYSCALLS[arch],
-                              threadpool.DEFAULT_SPIN)
+    futex = threadpool.futex_number(arch)
+    if futex is None or "linux" not in target.triple:
+        raise ExportError(f"target triple '{target.triple}': the thread pool runs on Linux "
+                          f"on {', '.join(sorted(threadpool.FUTEX_SYSCALLS))} only")
+    text = pool_ir(target.llvm_triple, arch, futex, threadpool.DEFAULT_SPIN)
     return text + f"""
 @{threadpool.NUM_THREADS_SYMBOL} = global i32 1, align 64
 @{threadpool.LAUNCH_SYMBOL} = alias void (ptr, ptr, i32), ptr @pool_launch

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# System packages the tests need: a C compiler (the C back end), the ARM cross toolchains
+# (linking libraries and the C runtime for aarch64 / armv7), qemu-user (running them here)
+# and lld (wasm-ld, linking WebAssembly).
+set -euo pipefail
+packages=()
+command -v cc >/dev/null 2>&1 || packages+=(gcc libgomp1)
+command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 || packages+=(gcc-aarch64-linux-gnu)
+command -v arm-linux-gnueabihf-gcc >/dev/null 2>&1 || packages+=(gcc-arm-linux-gnueabihf)
+command -v qemu-aarch64 >/dev/null 2>&1 || packages+=(qemu-user)
+command -v wasm-ld >/dev/null 2>&1 || packages+=(lld)
+if [ ${#packages[@]} -eq 0 ]; then
+    exit 0
+fi
+sudo=""
+[ "$(id -u)" = 0 ] || sudo="sudo"
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq "${packages[@]}"
