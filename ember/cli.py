@@ -353,6 +353,27 @@ def _cmd_target(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_serve_rpc(args: argparse.Namespace) -> int:
+    from ember.runtime import rpc
+
+    key = rpc.read_key_file(args.key_file) if args.key_file else rpc.check_key(None)
+    server = rpc.Server(key, args.host, args.port, args.idle_timeout, args.max_message)
+    host, port = server.address
+    print(f"ember serve-rpc listening on {host}:{port}", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        server.shutdown()
+    return 0
+
+
+def _cmd_rpc_server(args: argparse.Namespace) -> int:
+    from ember.lowering.crt import build_rpc_server
+
+    print(f"wrote {build_rpc_server(args.target, args.output)} for {args.target}")
+    return 0
+
+
 # parser -----------------------------------------------------------------------------------
 def _model_options(p: argparse.ArgumentParser, compiled_ok: bool = True) -> None:
     what = "an .onnx file" + (" or a directory or .so written by 'ember compile'"
@@ -456,6 +477,27 @@ def build_parser() -> argparse.ArgumentParser:
                                    "its triple, CPU and vector width.")
     p.add_argument("spec", nargs="?", default="", help='e.g. "llvm -mcpu=znver4"')
     p.set_defaults(func=_cmd_target)
+
+    p = sub.add_parser("serve-rpc", help="serve RPC: hosts upload, run and time libraries here",
+                       description="Serve ember's RPC protocol (see ember.runtime.rpc) on this "
+                                   "device: an authenticated host uploads exported libraries, "
+                                   "runs them on its inputs and fetches outputs and times. "
+                                   "The shared key: --key-file or EMBER_RPC_KEY.")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=9090, help="port (default 9090; 0: any)")
+    p.add_argument("--key-file", help="file holding the shared key (else EMBER_RPC_KEY)")
+    p.add_argument("--idle-timeout", type=float, default=60.0,
+                   help="seconds before an idle peer is dropped (default 60)")
+    p.add_argument("--max-message", type=int, default=1 << 30,
+                   help="largest frame accepted, in bytes (default 1 GiB)")
+    p.set_defaults(func=_cmd_serve_rpc)
+
+    p = sub.add_parser("rpc-server", help="build the C RPC server for a device",
+                       description="Compile ember's C RPC server (no Python needed on the "
+                                   "device) with the target's C compiler.")
+    p.add_argument("--target", default="llvm", help="e.g. cortex-a72, armv7 (default: here)")
+    p.add_argument("-o", "--output", required=True, help="the program to write")
+    p.set_defaults(func=_cmd_rpc_server)
     return parser
 
 

@@ -124,14 +124,38 @@ define i32 @{library.GET_THREADS_SYMBOL}() {{
 """
 
 
+def entry_ir(plan: Any, target: Target) -> str:
+    """`ember_model_run(void** args)`: model_main with its pointers from an array, for C
+    callers that learn the argument count at run time (the RPC server, the C API); and
+    `ember_model_arity`, that count."""
+    count = len(plan.inputs) + len(plan.outputs) + 2
+    loads = "".join(f"  %s{k} = getelementptr ptr, ptr %args, i32 {k}\n"
+                    f"  %a{k} = load ptr, ptr %s{k}\n" for k in range(count))
+    params = ", ".join(["ptr"] * count)
+    values = ", ".join(f"ptr %a{k}" for k in range(count))
+    return (f'target triple = "{target.llvm_triple}"\n'
+            f"@{library.ARITY_SYMBOL} = constant i32 {count}\n"
+            f"declare i32 @{library.MAIN_SYMBOL}({params})\n"
+            f"define i32 @{library.RUN_SYMBOL}(ptr %args) {{\n{loads}"
+            f"  %r = call i32 @{library.MAIN_SYMBOL}({values})\n  ret i32 %r\n}}\n")
+
+
+def entry_object(plan: Any, target: Target) -> bytes:
+    return _ir_object(entry_ir(plan, target), target)
+
+
 def runtime_object(target: Target) -> bytes:
     """`runtime_ir` compiled position-independent, without the libgomp launch."""
+    return _ir_object(runtime_ir(target), target)
+
+
+def _ir_object(text: str, target: Target) -> bytes:
     import llvmlite.binding as llvm
 
     from ember.codegen import jit
 
     machine = jit.target_machine(target, jit=False)
-    module = llvm.parse_assembly(runtime_ir(target))
+    module = llvm.parse_assembly(text)
     module.verify()
     names = {f.name for f in module.functions}
     for name in _GOMP_FUNCTIONS:
@@ -193,7 +217,8 @@ def _write_objects(built: Any, target: Target, work: Path) -> list[str]:
         names.append(name)
     (work / "main.o").write_bytes(main_object(built.plan, target))
     (work / "runtime.o").write_bytes(runtime_object(target))
-    return names + ["main.o", "runtime.o"]
+    (work / "entry.o").write_bytes(entry_object(built.plan, target))
+    return names + ["main.o", "runtime.o", "entry.o"]
 
 
 def _write_data(built: Any, target: Target, work: Path) -> list[str]:
@@ -226,7 +251,7 @@ def _run_pack_jobs(built: Any, cc: Sequence[str], objects: Sequence[str], work: 
     from ember.lowering.prepack import run_pack_jobs
 
     helper = work / "pack_helper.so"
-    _link(cc, helper, [o for o in objects if o != "main.o"], work)
+    _link(cc, helper, [o for o in objects if o not in ("main.o", "entry.o")], work)
     lib = ctypes.CDLL(str(helper))
     try:
         getattr(lib, library.SET_THREADS_SYMBOL)(1)

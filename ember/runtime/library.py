@@ -36,6 +36,8 @@ METADATA_SIZE_SYMBOL = "ember_metadata_size"
 SET_THREADS_SYMBOL = "ember_set_num_threads"
 GET_THREADS_SYMBOL = "ember_get_num_threads"
 RESET_SYMBOL = "ember_reset_after_fork"
+RUN_SYMBOL = "ember_model_run"       # model_main(args[0], args[1], ...) for C callers
+ARITY_SYMBOL = "ember_model_arity"   # int32: how many pointers ember_model_run reads
 REQUIRED_SYMBOLS = (MAIN_SYMBOL, CONSTANTS_SYMBOL, SET_THREADS_SYMBOL, GET_THREADS_SYMBOL,
                     RESET_SYMBOL)
 ALIGN = 64
