@@ -1,0 +1,177 @@
+"""RPC servers (C and Python) against a hostile or careless peer: authentication, bounded
+frames, malformed requests, idle peers, and a loopback fuzz of the frame parser."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import socket
+import struct
+import time
+
+import numpy as np
+import pytest
+
+from ember.runtime import rpc
+from tests.deploy.conftest import KEY, start_c_server, stop
+
+
+def _raw(server, hello: list | None = None) -> socket.socket:
+    sock = socket.create_connection((server.host, server.port), timeout=10)
+    kind, payload = rpc.read_frame(sock, rpc.PREAUTH_LIMIT)
+    assert kind == rpc.HELLO and len(payload) == 36
+    if hello is not None:
+        hello.append(payload)
+    return sock
+
+
+def _authenticated(server) -> socket.socket:
+    hello: list[bytes] = []
+    sock = _raw(server, hello)
+    nonce = hello[0][4:]
+    mine = bytes(range(32))
+    sock.sendall(rpc.encode_frame(rpc.AUTH, rpc.mac(KEY, b"ember-rpc client", nonce) + mine))
+    kind, proof = rpc.read_frame(sock, rpc.PREAUTH_LIMIT)
+    assert kind == rpc.OK and proof == rpc.mac(KEY, b"ember-rpc server", mine)
+    return sock
+
+
+def _reply(sock: socket.socket) -> tuple[int, bytes]:
+    return rpc.read_frame(sock, 1 << 30)
+
+
+def _closed(sock: socket.socket) -> bool:
+    try:
+        return sock.recv(1) == b""
+    except (ConnectionResetError, TimeoutError):
+        return True
+
+
+def test_binds_loopback_by_default(c_server_program, tmp_path):
+    server = start_c_server(c_server_program, tmp_path)
+    try:
+        assert server.host == "127.0.0.1"
+    finally:
+        stop(server)
+    assert rpc.Server(KEY, port=0).address[0] == "127.0.0.1"
+
+
+def test_a_wrong_key_is_refused(any_server):
+    with pytest.raises(rpc.AuthenticationError, match="authentication failed"):
+        rpc.connect(any_server.host, any_server.port, b"not-the-key-at-all")
+    with rpc.connect(any_server.host, any_server.port, KEY) as session:  # still serving
+        assert session.info()["machine"]
+
+
+def test_the_key_never_crosses_the_wire(any_server):
+    sent = []
+    real = socket.socket.sendall
+
+    def spy(self, data, *args):
+        sent.append(bytes(data))
+        return real(self, data, *args)
+
+    socket.socket.sendall = spy  # type: ignore[method-assign]
+    try:
+        with rpc.connect(any_server.host, any_server.port, KEY) as session:
+            session.info()
+    finally:
+        socket.socket.sendall = real  # type: ignore[method-assign]
+    wire = b"".join(sent)
+    assert KEY not in wire and hashlib.sha256(KEY).digest() not in wire
+    assert len(sent) >= 2 and sent[0][:4] == rpc.MAGIC
+
+
+def test_nothing_runs_for_an_unauthenticated_peer(any_server, tmp_path):
+    library = tmp_path / "evil.so"
+    library.write_bytes(b"\x7fELF" + bytes(200))
+    for first in (rpc.encode_frame(rpc.UPLOAD, library.read_bytes()),
+                  rpc.encode_frame(rpc.RUN, bytes(28)), rpc.encode_frame(rpc.INFO)):
+        sock = _raw(any_server)
+        sock.sendall(first)
+        kind, message = _reply(sock)
+        assert kind == rpc.ERROR and b"authentication required" in message
+        assert _closed(sock)
+        sock.close()
+    assert not list(any_server.work_dir.glob("ember-rpc-*"))  # no upload reached the disk
+    # a huge frame before authentication is refused on its header, never read
+    sock = _raw(any_server)
+    sock.sendall(struct.pack("<4sIQ", rpc.MAGIC, rpc.AUTH, 1 << 40))
+    assert _reply(sock)[0] == rpc.ERROR and _closed(sock)
+
+
+def test_oversized_and_malformed_frames_get_errors_and_the_server_goes_on(any_server):
+    sock = _authenticated(any_server)
+    sock.sendall(rpc.encode_frame(rpc.RUN, b"\x00" * 5))  # cut short: same connection goes on
+    kind, message = _reply(sock)
+    assert kind == rpc.ERROR and b"malformed" in message
+    sock.sendall(rpc.encode_frame(77))  # unknown type
+    kind, message = _reply(sock)
+    assert kind == rpc.ERROR and b"unknown type" in message
+    sock.sendall(rpc.encode_frame(rpc.FREE, struct.pack("<I", 9)))
+    assert _reply(sock)[0] == rpc.ERROR
+    sock.sendall(rpc.encode_frame(rpc.INFO))
+    assert _reply(sock)[0] == rpc.OK
+    sock.sendall(struct.pack("<4sIQ", rpc.MAGIC, rpc.UPLOAD, 2_000_000))  # over 1 MB limit
+    kind, message = _reply(sock)
+    assert kind == rpc.ERROR and b"exceeds the limit of 1000000" in message
+    assert _closed(sock)
+    sock = _authenticated(any_server)
+    sock.sendall(b"JUNK" + bytes(12))
+    kind, message = _reply(sock)
+    assert kind == rpc.ERROR and b"bad magic" in message
+    with rpc.connect(any_server.host, any_server.port, KEY) as session:
+        assert session.info()["cpus"]
+
+
+def test_idle_peers_time_out(any_server):
+    sock = _authenticated(any_server)
+    start = time.monotonic()
+    kind, message = _reply(sock)  # the server speaks first: after its 2 s idle timeout
+    assert kind == rpc.ERROR and b"idle timeout" in message
+    assert 1.5 < time.monotonic() - start < 8
+    assert _closed(sock)
+    silent = _raw(any_server)  # one that never authenticates is dropped too
+    assert _reply(silent)[0] == rpc.ERROR and _closed(silent)
+
+
+def test_frame_parser_fuzz(any_server, tmp_path):
+    """Random frames (seeded, bounded): every one gets a reply or a clean close; the server
+    then still runs a real model."""
+    rng = np.random.default_rng(1234)
+    sock = _authenticated(any_server)
+    replies = 0
+    for _ in range(150):
+        kind = int(rng.choice([rpc.RUN, rpc.FREE, rpc.INFO, rpc.UPLOAD, 0, 50, rpc.OK]))
+        size = int(rng.choice([0, 3, 4, 27, 28, 29, 64, int(rng.integers(0, 4096))]))
+        payload = rng.integers(0, 256, size, dtype=np.uint8).tobytes()
+        if kind == rpc.RUN and size >= 28 and rng.random() < 0.5:  # plausible headers
+            payload = struct.pack("<IIIIIQ", int(rng.integers(0, 3)), 1, 1,
+                                  int(rng.integers(0, 3)), int(rng.integers(0, 3)),
+                                  int(rng.integers(0, 1 << 20))) + payload[28:]
+        head = struct.pack("<4sIQ", rpc.MAGIC, kind, len(payload))
+        garbage = rng.random() < 0.03
+        if garbage:  # the server answers, then closes: the stream cannot be resynchronized
+            head = bytes(rng.integers(0, 256, 16, dtype=np.uint8))
+        sock.sendall(head + payload)
+        reply_kind, _ = _reply(sock)
+        assert reply_kind in (rpc.OK, rpc.ERROR)
+        replies += 1
+        if garbage:
+            assert reply_kind == rpc.ERROR and _closed(sock)
+            sock.close()
+            sock = _authenticated(any_server)
+    sock.close()
+    assert replies == 150 and any_server.alive()
+    with rpc.connect(any_server.host, any_server.port, KEY) as session:
+        assert session.info()["machine"]
+
+
+def test_key_checks():
+    with pytest.raises(rpc.RPCError, match="at least 8 bytes"):
+        rpc.check_key(b"short")
+    with pytest.raises(rpc.RPCError, match="cannot read the key file"):
+        rpc.read_key_file("/nonexistent/key")
+    with pytest.raises(rpc.RPCError, match="cannot connect to the RPC server"):
+        rpc.connect("127.0.0.1", 1, KEY)
+    assert hmac.compare_digest(rpc.mac(KEY, b"a", b"b"), hmac.new(KEY, b"ab", "sha256").digest())
