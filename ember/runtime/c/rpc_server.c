@@ -323,7 +323,8 @@ static int handle_run(session *s, const unsigned char *data, uint64_t n) {
 static int handle_free(session *s, const unsigned char *data, uint64_t n) {
     module *m = n == 4 ? find_module(s, get32(data)) : NULL;
     if (!m) return send_error(s->fd, "FREE: no such module");
-    dlclose(m->handle);
+    /* the slot is free again, but the library stays mapped until the connection ends:
+     * its thread pool's workers wait inside its code, and unmapping it would crash them */
     m->handle = NULL;
     return send_frame(s->fd, OK, NULL, 0, NULL, 0);
 }
