@@ -54,6 +54,7 @@ class OpenCLDevice:
         self.queue = cl.CommandQueue(
             self.context, properties=cl.command_queue_properties.PROFILING_ENABLE)
         self._programs: dict[str, Any] = {}
+        self._kernels: dict[tuple[int, str], Any] = {}
 
     @property
     def name(self) -> str:
@@ -98,7 +99,10 @@ class OpenCLDevice:
     def launch(self, program: Any, name: str, args: Sequence[Any],
                grid: tuple[int, int, int], block: tuple[int, int, int]) -> Any:
         """Enqueue kernel `name` over `grid` blocks of `block` threads; returns its event."""
-        kernel = getattr(program, name)
+        key = (id(program), name)
+        kernel = self._kernels.get(key)
+        if kernel is None:  # each retrieval makes a new kernel object: keep one per name
+            kernel = self._kernels[key] = self.cl.Kernel(program, name)
         global_size = tuple(g * b for g, b in zip(grid, block))
         try:
             return kernel(self.queue, global_size, tuple(block), *args)
