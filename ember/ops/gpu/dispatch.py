@@ -36,6 +36,13 @@ def schedule_gpu(opdef: OpDef, outs: Sequence[Tensor], target: Target,
     """The default (or `knobs`') GPU schedule of a group anchored at `opdef`."""
     from ember.ops.gpu import generic, matmul
 
+    from ember.errors import ScheduleError
+    from ember.te.graph import post_order
+    from ember.te.tensor import ScanOp
+
+    if any(isinstance(op, ScanOp) for op in post_order([t.op for t in outs])):
+        raise ScheduleError(f"op '{opdef.name}': recurrences (scan) have no GPU schedule yet; "
+                            "compile this model for a CPU target")
     family = gpu_knobs(opdef)
     task = Task(tuple(outs), target, opdef.name)
     chosen = knobs if isinstance(knobs, family) else family.default(task)
