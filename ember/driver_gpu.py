@@ -12,15 +12,15 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ember.build import lower_gpu
+from ember.lowering.build import lower_gpu
 from ember.codegen.gpu import gpu_code, max_threads
 from ember.codegen.gpu_kernels import DeviceProgram, Kernel, split_kernels
 from ember.errors import EmberError
 from ember.graph.ir import without_constant_values
 from ember.runtime.device_module import Launch
 from ember.runtime.gpu_executor import DeviceModel
-from ember.runtime.groups import FusedGroup, fused_groups, optimize, plan
-from ember.runtime.prepack import pack_constants, prepacked_calls
+from ember.lowering.groups import FusedGroup, fused_groups, optimize, plan_memory
+from ember.lowering.prepack import pack_constants, prepacked_calls
 from ember.target import Target
 from ember.tir.function import Buffer
 
@@ -32,8 +32,8 @@ def group_program(group: FusedGroup, target: Target) -> tuple[DeviceProgram, lis
                                                               list[int]]:
     """The kernels of one group, its launches (buffer indices: the group's arguments, then
     its temporaries) and its temporaries' byte sizes."""
-    from ember.build import _nbytes
-    from ember.ops.kernel import lower_group_kernels
+    from ember.lowering.build import _nbytes
+    from ember.lowering.kernel import lower_group_kernels
 
     try:
         kernels = lower_group_kernels(group.nodes, group.inputs, group.outputs, group.symbol,
@@ -53,14 +53,15 @@ def compile_gpu(model: Any, target: Target, opt_level: int = 3,
                 input_shapes: Mapping[str, Sequence[int]] | None = None,
                 device: Any = None) -> DeviceModel:
     """A model compiled for a GPU target and loaded on `device` (default: the first one)."""
-    from ember.driver import exec_plan, import_model
+    from ember.driver import import_model
+    from ember.lowering.plan import exec_plan
     from ember.runtime.devices import default_device
 
     timings: dict[str, float] = {}
     start = time.perf_counter()
     graph = import_model(model, input_shapes)
     fused = optimize(graph, min(opt_level, GPU_GRAPH_LEVEL), target)
-    memory = plan(fused)
+    memory = plan_memory(fused)
     assembled = getattr(memory, "assembled", set())
     groups = [g for g in fused_groups(fused, prepack=False)
               if not (g.outer_outputs and all(v in assembled for v in g.outer_outputs))]

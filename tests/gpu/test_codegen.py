@@ -6,7 +6,7 @@ import subprocess
 import pytest
 
 from ember import te
-from ember.build import gpu_source, lower_gpu
+from ember.lowering.build import gpu_source, lower_gpu
 from ember.codegen.gpu_kernels import split_kernels
 from ember.errors import CodegenError
 from ember.ops.gpu import schedule_gpu

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from ember.errors import ScheduleError
-from ember.ops.kernel import run_op
+from ember.lowering.kernel import run_op
 from tests.ops.onnx_ref import onnx_run
 
 rng = np.random.default_rng(0)

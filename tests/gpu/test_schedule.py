@@ -5,7 +5,7 @@ import pytest
 
 import ember
 from ember import te
-from ember.build import lower_gpu
+from ember.lowering.build import lower_gpu
 from ember.errors import ScheduleError
 from ember.tir import stmt as S
 from ember.tir.functor import post_order_visit
@@ -139,7 +139,7 @@ def test_missing_barrier_would_change_the_result(opencl):
 
     if "Portable Computing Language" not in default_device("opencl").device.platform.name:
         pytest.skip("only PoCL runs a work-group's threads in a fixed order without barriers")
-    from ember.build import build_gpu
+    from ember.lowering.build import build_gpu
     from ember.target import Target
     from ember.tir.pipeline import PASSES, run_passes
     from ember.te.lower import lower_schedule

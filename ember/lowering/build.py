@@ -53,7 +53,7 @@ def lower_gpu(schedule: Schedule | PrimFunc, args: Sequence[Any] | None = None,
 def gpu_source(schedule: Schedule | PrimFunc, args: Sequence[Any] | None = None,
                target: Any = "opencl", name: str = "main", opt_level: int = 3) -> str:
     """The device code of a GPU schedule (OpenCL C, CUDA C, Metal, AMDGPU/NVPTX text)
-    without running it: `print(ember.build.gpu_source(s, [A, B], "cuda"))`."""
+    without running it: `print(ember.lowering.build.gpu_source(s, [A, B], "cuda"))`."""
     from ember.codegen.gpu import gpu_code
     from ember.target import Target
 
@@ -66,7 +66,7 @@ def build_gpu(func: PrimFunc, target: Any, device: Any = None) -> Any:
     from ember.codegen.gpu import gpu_code
     from ember.runtime.device_module import DeviceModule, Launch
     from ember.runtime.devices import default_device
-    from ember.runtime.module import params_of
+    from ember.codegen.params import params_of
     from ember.tir.function import Buffer
     from ember.tir.expr import Var
 
