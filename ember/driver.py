@@ -104,6 +104,10 @@ def compile(model: Any, target: str | Target = "llvm", opt_level: int = 3,
     kernels (packed panels, transposed weights) once here instead of on every run.
     """
     tgt = resolve_target(target)
+    if tgt.kind in ("cuda", "rocm", "opencl", "metal"):
+        from ember.driver_gpu import compile_gpu
+
+        return compile_gpu(model, tgt, opt_level, input_shapes)  # type: ignore[return-value]
     start = time.perf_counter()
     built = _prepare(model, tgt, opt_level, input_shapes, cache, jobs, progress,
                      _prepack_default(prepack))
