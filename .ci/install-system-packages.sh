@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# System packages the tests need: a C compiler (the C back end), the ARM cross toolchains
-# (linking libraries and the C runtime for aarch64 / armv7), qemu-user (running them here)
-# and lld (wasm-ld, linking WebAssembly).
+# System packages the tests need: a C compiler (the C back end), PoCL (OpenCL on the CPU,
+# for the GPU back end's tests) and the OpenCL ICD loader headers pyopencl builds against;
+# the ARM cross toolchains (libraries and the C runtime for aarch64 / armv7), qemu-user
+# (running them here) and lld (wasm-ld, linking WebAssembly).
 set -euo pipefail
 packages=()
 command -v cc >/dev/null 2>&1 || packages+=(gcc libgomp1)
+[ -e /etc/OpenCL/vendors/pocl.icd ] || packages+=(pocl-opencl-icd ocl-icd-opencl-dev)
 command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 || packages+=(gcc-aarch64-linux-gnu)
 command -v arm-linux-gnueabihf-gcc >/dev/null 2>&1 || packages+=(gcc-arm-linux-gnueabihf)
 command -v qemu-aarch64 >/dev/null 2>&1 || packages+=(qemu-user)
