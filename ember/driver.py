@@ -27,7 +27,8 @@ from ember.runtime import threadpool
 from ember.runtime.executor import CompiledModel
 from ember.target import Target
 
-__all__ = ["CompiledModel", "compile", "export_library", "export_objects", "import_model",
+__all__ = ["CompiledModel", "compile", "export_library", "export_objects", "export_wasm",
+           "import_model",
            "resolve_target"]
 
 CacheArg = bool | str | os.PathLike[str] | KernelCache
@@ -150,6 +151,26 @@ def export_library(model: Any, path: str | os.PathLike[str],
     built = _prepare(model, tgt, opt_level, input_shapes, cache, jobs, progress,
                      _prepack_default(prepack) and tgt.is_host, pic=True)
     return export.write_library(built, tgt, cc, out)
+
+
+def export_wasm(model: Any, directory: str | os.PathLike[str], name: str | None = None,
+                input_shapes: Mapping[str, Sequence[int]] | None = None,
+                opt_level: int = 3, target: str | Target = "wasm",
+                cache: CacheArg = True, jobs: int | None = None,
+                progress: bool | None = None) -> Path:
+    """`model` as WebAssembly in `directory`: NAME.wasm, NAME.weights and the ES module
+    NAME.js (`const m = await load(); m.run({input: Float32Array})`); returns the .js.
+    NAME defaults to the model file's stem, else "model"."""
+    from ember.lowering import wasm
+
+    _exportable(model)
+    tgt = wasm.check_wasm_target(Target(target))
+    root = export.check_output_directory(directory)
+    wasm.find_wasm_ld()  # before the compile: fail fast
+    if name is None:
+        name = Path(model).stem if isinstance(model, (str, os.PathLike)) else "model"
+    built = _prepare(model, tgt, opt_level, input_shapes, cache, jobs, progress, False)
+    return wasm.write_wasm(built, tgt, root, name)
 
 
 def export_objects(model: Any, directory: str | os.PathLike[str],
