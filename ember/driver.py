@@ -27,9 +27,8 @@ from ember.runtime import threadpool
 from ember.runtime.executor import CompiledModel
 from ember.target import Target
 
-__all__ = ["CompiledModel", "compile", "export_library", "export_objects", "export_wasm",
-           "import_model",
-           "resolve_target"]
+__all__ = ["CompiledModel", "compile", "export_c", "export_library", "export_objects",
+           "export_wasm", "import_model", "resolve_target"]
 
 CacheArg = bool | str | os.PathLike[str] | KernelCache
 
@@ -151,6 +150,18 @@ def export_library(model: Any, path: str | os.PathLike[str],
     built = _prepare(model, tgt, opt_level, input_shapes, cache, jobs, progress,
                      _prepack_default(prepack) and tgt.is_host, pic=True)
     return export.write_library(built, tgt, cc, out)
+
+
+def export_c(model: Any, directory: str | os.PathLike[str],
+             input_shapes: Mapping[str, Sequence[int]] | None = None, opt_level: int = 3,
+             target: str | Target = "c", embed_constants: bool = True) -> Path:
+    """`model` as standalone C99 in `directory`: model.c, model.h, model_weights.bin and
+    (embed_constants) model_constants.c; see ember.lowering.c_model."""
+    from ember.lowering.c_model import write_c_model
+
+    _exportable(model)
+    return write_c_model(import_model(model, input_shapes), directory, target, opt_level,
+                         embed_constants)
 
 
 def export_wasm(model: Any, directory: str | os.PathLike[str], name: str | None = None,
