@@ -144,6 +144,9 @@ def _cmd_compile(args: argparse.Namespace) -> int:
 
     if args.output.endswith(".so"):
         return _export(args)
+    kind = args.target.split()[0] if args.target.strip() else "llvm"
+    if kind in ("c", "wasm"):
+        return _export_source(args, kind)
     model = _compile(args)
     out = save_compiled(model, args.output)
     stats = model.stats
@@ -164,6 +167,24 @@ def _export(args: argparse.Namespace) -> int:
                          progress=True if sys.stderr.isatty() else None)
     print(f"exported {Path(args.model).name} to {out} ({out.stat().st_size} bytes); load it "
           "with ember.runtime.library.load_library")
+    return 0
+
+
+def _export_source(args: argparse.Namespace, kind: str) -> int:
+    from ember.driver import export_c, export_wasm
+
+    if not Path(args.model).is_file():
+        raise ArgumentError(f"model file '{args.model}' does not exist")
+    if kind == "c":
+        out = export_c(args.model, args.output, input_shapes=_input_shapes(args),
+                       opt_level=args.opt_level, target=args.target)
+        print(f"wrote {out}/model.c, model.h, model_constants.c and model_weights.bin; build "
+              "with: cc -std=c99 -O2 model.c model_constants.c your_main.c -lm")
+    else:
+        out = export_wasm(args.model, args.output, input_shapes=_input_shapes(args),
+                          opt_level=args.opt_level, target=args.target,
+                          cache=not args.no_cache)
+        print(f"wrote {out} (import {{ load }} from it) with its .wasm and .weights")
     return 0
 
 
@@ -406,7 +427,8 @@ def build_parser() -> argparse.ArgumentParser:
                                    "that runs without the compiler.")
     _model_options(p, compiled_ok=False)
     p.add_argument("-o", "--output", required=True,
-                   help="output directory, or FILE.so for a shared library")
+                   help="output directory, or FILE.so for a shared library (--target c / "
+                        "wasm: a directory of C source / WebAssembly + JavaScript)")
     p.set_defaults(func=_cmd_compile)
 
     p = sub.add_parser("run", help="run a model on random or given inputs",

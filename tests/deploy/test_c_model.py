@@ -101,3 +101,23 @@ def test_c_export_errors(tmp_path):
     (tmp_path / "file").write_text("")
     with pytest.raises(ArgumentError, match="exists and is not a directory"):
         ember.export_c(conv_relu_pool(), tmp_path / "file")
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="needs cc")
+def test_command_line_writes_c_and_wasm(tmp_path, capsys):
+    import onnx
+
+    from ember.cli import main
+
+    onnx.save(conv_relu_pool(), tmp_path / "m.onnx")
+    assert main(["compile", str(tmp_path / "m.onnx"), "--target", "c", "-o",
+                 str(tmp_path / "c")]) == 0
+    assert "model.c, model.h" in capsys.readouterr().out
+    assert (tmp_path / "c" / "model.h").read_text().count("MODEL_INPUT0_SHAPE {1, 8, 16, 16}")
+    if shutil.which("wasm-ld"):
+        assert main(["compile", str(tmp_path / "m.onnx"), "--target", "wasm", "-o",
+                     str(tmp_path / "web")]) == 0
+        assert (tmp_path / "web" / "m.wasm").read_bytes()[:4] == b"\0asm"
+    assert main(["compile", str(tmp_path / "none.onnx"), "--target", "c", "-o",
+                 str(tmp_path / "c2")]) == 2
+    assert "does not exist" in capsys.readouterr().err
