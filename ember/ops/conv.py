@@ -43,9 +43,9 @@ from ember.te.tensor import Tensor
 from ember.tir.expr import Expr
 
 CONV_TAGS = ("Conv", "ConvTranspose")
-__all__ = ["AUTO_PADS", "CONV_TAGS", "OPS", "ConvNCHWKnobs", "conv_core", "conv_geometry", "extent", "find_stage",
-           "pad_input", "pick_tile", "resolve_pads", "schedule_conv", "shape_of",
-           "spatial_attr"]
+__all__ = ["AUTO_PADS", "CONV_TAGS", "OPS", "ConvNCHWKnobs", "conv_core", "conv_geometry",
+           "extent", "find_stage", "pad_input", "pick_tile", "resolve_pads", "schedule_conv",
+           "shape_of", "spatial_attr"]
 
 
 def _infer_conv(attrs: Attrs, inputs: Sequence[TensorType | None]) -> list[TensorType]:

@@ -466,5 +466,5 @@ OPS: dict[str, OpDef] = {
                              attrs={"src_block": 0, "dst_block": 0}),
 }
 
-__all__ = ["ALGORITHMS", "OPS", "ConvKnobs", "LayoutKnobs", "conv_tile", "from_blocked", "pack_depthwise",
-           "pack_direct", "schedule_conv_nchwc", "to_blocked", "vector_lanes"]
+__all__ = ["ALGORITHMS", "OPS", "ConvKnobs", "LayoutKnobs", "conv_tile", "from_blocked",
+           "pack_depthwise", "pack_direct", "schedule_conv_nchwc", "to_blocked", "vector_lanes"]
