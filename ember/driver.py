@@ -107,6 +107,11 @@ def compile(model: Any, target: str | Target = "llvm", opt_level: int = 3,
     with are in `model.stats["knobs"]`.
     """
     tgt = resolve_target(target)
+    if tgt.kind in ("cuda", "rocm", "opencl", "metal"):
+        from ember.driver_gpu import compile_gpu
+
+        return compile_gpu(model, tgt, opt_level, input_shapes,  # type: ignore[return-value]
+                           knobs=knobs)
     start = time.perf_counter()
     built = _prepare(model, tgt, opt_level, input_shapes, cache, jobs, progress,
                      _prepack_default(prepack), knobs=knobs)

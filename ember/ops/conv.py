@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from ember import te
 from ember.errors import ScheduleError, ShapeError, UnsupportedOpError
-from ember.graph.ir import TensorType
+from ember.types import TensorType
 from ember.ops.conv_blocked import OPS as BLOCKED_OPS
 from ember.ops.conv_common import (
     AUTO_PADS,

@@ -21,7 +21,7 @@ import numpy as np
 
 from ember import te
 from ember.errors import ScheduleError, ShapeError
-from ember.graph.ir import TensorType
+from ember.types import TensorType
 from ember.ops.conv import find_stage, pick_tile, shape_of
 from ember.ops.elementwise import broadcast_shape
 from ember.ops.generic import ReductionKnobs, inline_injective, schedule_flat, schedule_reduction
