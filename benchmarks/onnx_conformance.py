@@ -4,8 +4,11 @@
     python benchmarks/onnx_conformance.py --backend ember -k conv --failures
     python benchmarks/onnx_conformance.py --json results.json
 
-Every node test of the installed onnx package runs in this process on the CPU; a test
+Every node test of the installed onnx package runs in a child process on the CPU; a test
 passes when the backend's outputs match onnx's expected outputs (shapes, dtypes, values).
+onnx's reference evaluator (onnx.reference), which wrote those expected outputs, is made to
+raise in the child before any test runs, so a backend that computed a result with it would
+fail instead of passing: the figures count what the backend computes itself.
 """
 
 from __future__ import annotations
@@ -35,6 +38,34 @@ def _backend(name: str) -> ModuleType:
 
     onnxruntime.set_default_logger_severity(3)
     return onnxruntime.backend
+
+
+class ReferenceBlocked(RuntimeError):
+    """Raised when code under test uses onnx's reference evaluator."""
+
+
+def block_onnx_reference() -> None:
+    """Make onnx.reference raise on use in this process.
+
+    onnx's backend test runner imports onnx.reference itself, so the package cannot be kept
+    out of sys.modules; instead its evaluators and every op implementation are replaced by
+    ones that raise ReferenceBlocked."""
+    import onnx.reference
+    import onnx.reference.op_run
+    import onnx.reference.reference_evaluator
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise ReferenceBlocked("onnx.reference is blocked: the backend under test must "
+                               "compute its results itself")
+
+    class Blocked:
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            refuse()
+
+    onnx.reference.ReferenceEvaluator = Blocked  # type: ignore[misc, assignment]
+    onnx.reference.reference_evaluator.ReferenceEvaluator = Blocked  # type: ignore[misc]
+    onnx.reference.op_run.OpRun.run = refuse  # type: ignore[method-assign]
+    onnx.reference.op_run.OpRun.eval = refuse  # type: ignore[method-assign, attr-defined]
 
 
 def _reason(err: str) -> str:
@@ -78,6 +109,7 @@ def _run_one(case: type, name: str) -> dict[str, Any]:
 def worker(backend_name: str, names_path: str, out_path: str) -> int:
     """Run the named tests, appending `start` and result records to out_path as JSON lines."""
     case, _ = _load(backend_name)
+    block_onnx_reference()
     with open(names_path) as f:
         names = json.load(f)
     with open(out_path, "a") as out:
