@@ -14,6 +14,7 @@ fail instead of passing: the figures count what the backend computes itself.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -23,7 +24,7 @@ import unittest
 import warnings
 from collections import Counter
 from types import ModuleType
-from typing import Any
+from typing import Any, Iterator
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
@@ -44,28 +45,39 @@ class ReferenceBlocked(RuntimeError):
     """Raised when code under test uses onnx's reference evaluator."""
 
 
-def block_onnx_reference() -> None:
-    """Make onnx.reference raise on use in this process.
+def _refuse(*args: Any, **kwargs: Any) -> Any:
+    raise ReferenceBlocked("onnx.reference is blocked: the backend under test must compute "
+                           "its results itself")
+
+
+class _BlockedEvaluator:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        _refuse()
+
+
+@contextlib.contextmanager
+def onnx_reference_blocked() -> Iterator[None]:
+    """Make onnx.reference raise ReferenceBlocked on use while the block runs.
 
     onnx's backend test runner imports onnx.reference itself, so the package cannot be kept
-    out of sys.modules; instead its evaluators and every op implementation are replaced by
-    ones that raise ReferenceBlocked."""
+    out of sys.modules; instead its evaluator and the run methods of every op it implements
+    are replaced by ones that raise."""
     import onnx.reference
     import onnx.reference.op_run
     import onnx.reference.reference_evaluator
 
-    def refuse(*args: Any, **kwargs: Any) -> Any:
-        raise ReferenceBlocked("onnx.reference is blocked: the backend under test must "
-                               "compute its results itself")
-
-    class Blocked:
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            refuse()
-
-    onnx.reference.ReferenceEvaluator = Blocked  # type: ignore[misc, assignment]
-    onnx.reference.reference_evaluator.ReferenceEvaluator = Blocked  # type: ignore[misc]
-    onnx.reference.op_run.OpRun.run = refuse  # type: ignore[method-assign]
-    onnx.reference.op_run.OpRun.eval = refuse  # type: ignore[method-assign, attr-defined]
+    patches = [(onnx.reference, "ReferenceEvaluator", _BlockedEvaluator),
+               (onnx.reference.reference_evaluator, "ReferenceEvaluator", _BlockedEvaluator),
+               (onnx.reference.op_run.OpRun, "run", _refuse),
+               (onnx.reference.op_run.OpRun, "eval", _refuse)]
+    saved = [(owner, name, getattr(owner, name)) for owner, name, _ in patches]
+    try:
+        for owner, name, replacement in patches:
+            setattr(owner, name, replacement)
+        yield
+    finally:
+        for owner, name, original in saved:
+            setattr(owner, name, original)
 
 
 def _reason(err: str) -> str:
@@ -109,10 +121,9 @@ def _run_one(case: type, name: str) -> dict[str, Any]:
 def worker(backend_name: str, names_path: str, out_path: str) -> int:
     """Run the named tests, appending `start` and result records to out_path as JSON lines."""
     case, _ = _load(backend_name)
-    block_onnx_reference()
     with open(names_path) as f:
         names = json.load(f)
-    with open(out_path, "a") as out:
+    with open(out_path, "a") as out, onnx_reference_blocked():
         for name in names:
             out.write(json.dumps({"start": name}) + "\n")
             out.flush()
