@@ -269,8 +269,10 @@ def _transpose_geometry(attrs: Attrs, xs: Sequence[int], ws: Sequence[int]
         for i in range(nsp):
             total = full[i] - target_sp[i]
             if total < 0:
-                raise ShapeError(f"output_shape {tuple(output_shape)} is larger than the full "
-                                 f"transposed convolution {tuple(full)}")
+                # a larger output than the full transposed convolution grows at the end,
+                # as output_padding would (the extra positions receive no taps)
+                pads.append((0, total))
+                continue
             # SAME_UPPER puts the odd unit of padding at the end, otherwise at the beginning
             big, small = total - total // 2, total // 2
             pads.append((small, big) if auto == "SAME_UPPER" else (big, small))
