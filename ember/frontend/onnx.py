@@ -43,15 +43,10 @@ MAX_FUNCTION_DEPTH = 16
 __all__ = ["from_onnx", "load_model", "UnsupportedModelError", "CONVERTERS", "MIN_OPSET",
            "Evaluator"]
 
-# runs one node whose inputs are all constants; returns one array per output
+# runs one node whose inputs are all constants; returns one array per output (the frontend
+# does not compile kernels itself: ember.compile and the Backend pass
+# ember.lowering.evaluate.evaluate_node, which runs ember's own kernels)
 Evaluator = Callable[[Node], Sequence[np.ndarray]]
-
-
-def default_evaluator() -> Evaluator:
-    """ember's constant-folding evaluator (one compiled, cached kernel per node)."""
-    from ember.graph.passes.fold_constants import evaluate_node
-
-    return evaluate_node
 
 
 class UnsupportedModelError(UnsupportedOpError):
@@ -101,8 +96,9 @@ def from_onnx(model: ModelProto | str | bytes | os.PathLike[str],
     input_shapes: static shapes for graph inputs whose dims are symbolic ("batch") or unknown.
     constant_inputs: graph inputs whose values are fixed; they become constants (and leave
     the graph's inputs), so nodes reading them fold or see them as attributes.
-    evaluate: runs one node on constant inputs, for inputs that must be known at import
-    (default: ember's constant-folding kernels, `default_evaluator()`).
+    evaluate: runs one node on constant inputs, for inputs that must be known at import and
+    are computed from constants (ember.lowering.evaluate.evaluate_node; ember.compile passes
+    it). Without it such an input is an error naming the missing evaluator.
 
         graph = from_onnx(model_proto, input_shapes={"x": (1, 3, 32, 32)})
     """
@@ -110,7 +106,7 @@ def from_onnx(model: ModelProto | str | bytes | os.PathLike[str],
     _check(proto)
     proto = _upgrade(proto)
     return _Importer(proto, dict(input_shapes or {}), dict(constant_inputs or {}),
-                     evaluate or default_evaluator()).run()
+                     evaluate).run()
 
 
 def _upgrade(model: ModelProto) -> ModelProto:
@@ -184,7 +180,7 @@ class _Importer:
     """The state of one import: the builder, names in scope, problems found so far."""
 
     def __init__(self, model: ModelProto, input_shapes: dict[str, Sequence[int]],
-                 constant_inputs: dict[str, np.ndarray], evaluate: Evaluator) -> None:
+                 constant_inputs: dict[str, np.ndarray], evaluate: Evaluator | None) -> None:
         self.model = model
         self.input_shapes = input_shapes
         self.constant_inputs = constant_inputs
@@ -413,6 +409,12 @@ class _Importer:
         if array is not None:
             return array
         sources = self.deps.get(value, frozenset())
+        if not sources and self.evaluate is None and self._from_constants(value):
+            raise UnsupportedOpError(f"input '{formal}' must be a constant (it decides shapes or "
+                                     "layout); it is computed from constants, but from_onnx "
+                                     "was given no evaluator to compute it (pass evaluate="
+                                     "ember.lowering.evaluate.evaluate_node, as ember.compile "
+                                     "does)")
         self.dynamic.update(sources)
         origin = (f"it is computed at run time from graph input(s) {sorted(sources)}"
                   if sources else "it is computed at run time")
@@ -454,8 +456,17 @@ class _Importer:
                 stack.pop()
         return self.known.get(value)
 
+    def _from_constants(self, value: Value) -> bool:
+        """Whether `value` is a node output that constant_value could not compute only for
+        want of an evaluator."""
+        return value in self.producer and value in self.varying and not self.deps.get(value) \
+            and self.producer[value].op not in NONDETERMINISTIC
+
     def _evaluate(self, node: Node) -> None:
         """Run `node` (whose inputs are all settled constants) with `evaluate`."""
+        if self.evaluate is None:
+            self.varying.update(node.outputs)
+            return
         inputs = tuple(None if u is None else u if u.is_constant else
                        constant(u.name, self.known[u]) for u in node.inputs)
         arrays = self.evaluate(Node(node.op, node.name, inputs, node.outputs, node.attrs))

@@ -34,7 +34,7 @@ SCRIPT = textwrap.dedent("""
     from onnx import TensorProto, helper, numpy_helper
 
     import ember
-    from ember.frontend import onnx_backend
+    from ember import onnx_backend
 
     I64, F = TensorProto.INT64, TensorProto.FLOAT
 

@@ -16,7 +16,7 @@ import warnings
 import onnx.backend.test
 import pytest
 
-from ember.frontend import onnx_backend
+from ember import onnx_backend
 from tests.benchmark_modules import load_benchmark
 
 from .expected_failures import EXPECTED_FAILURES
