@@ -264,6 +264,8 @@ def write_expected(path: str, results: dict[str, dict[str, Any]]) -> None:
             groups.setdefault(reason, []).append(name.removesuffix("_cpu"))
     lines = ['"""Node tests of ONNX\'s backend suite that ember is expected to fail, by reason.',
              "",
+             "The suite runs them as strict expected failures: one that passes fails the run.",
+             "A test giving wrong results is a bug to fix, not an entry here.",
              "Regenerate after ops land (and review the diff):",
              "    python benchmarks/onnx_conformance.py --backend ember \\",
              "        --write-expected tests/frontend/expected_failures.py",
