@@ -299,8 +299,9 @@ def _softmax(log: bool) -> Callable[[Attrs, Sequence[Tensor | None]], list[Tenso
             return tuple(const(0) if d == axis else v for d, v in enumerate(i))
 
         def fshift(*i: Expr) -> Expr:
-            d = x[i] - m[row(i)]
-            return d.astype(dt.float32) if wide else d
+            if wide:
+                return x[i].astype(dt.float32) - m[row(i)].astype(dt.float32)
+            return x[i] - m[row(i)]
 
         def narrow(e: Expr) -> Expr:
             return e.astype(x.dtype) if wide else e
