@@ -135,7 +135,11 @@ class KernelPrinter:
         shared: list[Buffer] = []
         post_order_visit(body, lambda n: shared.append(n.buffer)
                          if isinstance(n, S.Allocate) and n.buffer.scope == "shared" else None)
+        seen: set[int] = set()
         for buf in shared:
+            if id(buf.data) in seen:  # loop partitioning copies an Allocate, not its buffer
+                continue
+            seen.add(id(buf.data))
             count = self._count(buf)
             name = self.scopes.fresh(buf.name)
             self.emit(f"{self.dialect.shared_space} {storage_ctype(buf.dtype)} {name}[{count}];")
