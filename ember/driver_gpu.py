@@ -15,7 +15,7 @@ from typing import Any
 from ember.errors import EmberError
 from ember.graph.ir import without_constant_values
 from ember.lowering.cache import KernelCache
-from ember.lowering.gpu_program import GroupCode, device_code, group_code
+from ember.lowering.gpu_program import GroupCode, device_code, group_code, llvm_code
 from ember.lowering.gpu_program import model_source as gpu_model_source
 from ember.lowering.groups import FusedGroup, fused_groups, optimize, plan_memory
 from ember.lowering.prepack import pack_constants, prepacked_calls
@@ -55,6 +55,25 @@ def _codes(groups: Sequence[FusedGroup], target: Target, cache: KernelCache | No
     return codes
 
 
+def uses_llvm(target: Target) -> bool:
+    """Whether a cuda target's PTX comes from LLVM (-codegen=llvm, or no nvcc here)."""
+    from ember.codegen.nvptx import find_nvcc
+
+    if target.kind != "cuda":
+        return False
+    return target.option("codegen", "") == "llvm" or find_nvcc() is None
+
+
+def model_llvm_code(model: Any, target: str | Target, opt_level: int = 3,
+                    input_shapes: Mapping[str, Sequence[int]] | None = None,
+                    knobs: Any = None) -> bytes | str:
+    """A whole model's kernels through LLVM: PTX text (cuda) or an amdgcn ELF object
+    (rocm), without a device."""
+    tgt = Target(target) if isinstance(target, str) else target
+    _, _, groups = _groups(model, tgt, opt_level, input_shapes, knobs)
+    return llvm_code(groups, tgt)[0]
+
+
 def model_source(model: Any, target: str | Target, opt_level: int = 3,
                  input_shapes: Mapping[str, Sequence[int]] | None = None,
                  knobs: Any = None, cache: CacheArg = False) -> str:
@@ -87,23 +106,29 @@ def compile_gpu(model: Any, target: Target, opt_level: int = 3,
     timings["optimize"] = time.perf_counter() - start
     kernel_cache = _kernel_cache(cache)
     hits = kernel_cache.hits if kernel_cache is not None else 0
-    codes = _codes(groups, target, kernel_cache)
-    timings["kernels"] = time.perf_counter() - start - sum(timings.values())
-    code = device_code(gpu_model_source(list(codes.values()), target), target, kernel_cache)
+    if uses_llvm(target):  # PTX from LLVM's NVPTX backend, not nvcc
+        code, launches, temporaries = llvm_code(groups, target)
+        timings["kernels"] = time.perf_counter() - start - sum(timings.values())
+    else:
+        codes = _codes(groups, target, kernel_cache)
+        timings["kernels"] = time.perf_counter() - start - sum(timings.values())
+        code = device_code(gpu_model_source(list(codes.values()), target), target,
+                           kernel_cache)
+        launches = {symbol: c.launches for symbol, c in codes.items()}
+        temporaries = {symbol: c.temporaries for symbol, c in codes.items()}
     timings["codegen"] = time.perf_counter() - start - sum(timings.values())
     calls, _ = prepacked_calls(groups)
     offsets, blob = pack_constants(fused, calls, [])
     xplan = exec_plan(fused, calls, memory, offsets, blob.size)
     device = device if device is not None else default_device(target.kind)
-    launches = {symbol: list(c.launches) for symbol, c in codes.items()}
-    temporaries = {symbol: list(c.temporaries) for symbol, c in codes.items()}
-    stats = {"groups": len(groups), "kernels": sum(len(c.launches) for c in codes.values()),
+    stats = {"groups": len(groups), "kernels": sum(len(v) for v in launches.values()),
              "cached": (kernel_cache.hits - hits) if kernel_cache is not None else 0,
              "seconds": timings, "knobs": knobs_table(groups)}
-    compiled = DeviceModel(xplan, device, code, launches, temporaries, blob, str(target),
+    compiled = DeviceModel(xplan, device, code, {k: list(v) for k, v in launches.items()},
+                           {k: list(v) for k, v in temporaries.items()}, blob, str(target),
                            graph=without_constant_values(fused), stats=stats)
     timings["load"] = time.perf_counter() - start - sum(timings.values())
     return compiled
 
 
-__all__ = ["compile_gpu", "model_source"]
+__all__ = ["compile_gpu", "model_llvm_code", "model_source", "uses_llvm"]

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ember.codegen.gpu import gpu_dialect, max_threads
-from ember.codegen.gpu_kernels import split_kernels
+from ember.codegen.gpu_kernels import DeviceProgram, split_kernels
 from ember.codegen.gpu_source import assemble, print_kernels
 from ember.errors import EmberError
 from ember.lowering.cache import KernelCache, cache_key
@@ -64,9 +64,10 @@ def _nbytes(buf: Buffer) -> int:
     return nbytes(buf)
 
 
-def lower_group_code(group: FusedGroup, target: Target) -> GroupCode:
-    """Lower, split and print one group's kernels (launch buffer indices: the group's
-    arguments, then its temporaries)."""
+def lower_group_program(group: FusedGroup, target: Target
+                        ) -> tuple[DeviceProgram, tuple[Launch, ...], tuple[int, ...]]:
+    """One group's kernels, their launches (buffer indices: the group's arguments, then
+    its temporaries) and its temporaries' byte sizes."""
     from ember.lowering.build import lower_gpu
     from ember.lowering.kernel import lower_group_kernels
 
@@ -75,15 +76,42 @@ def lower_group_code(group: FusedGroup, target: Target) -> GroupCode:
                                       target, knobs=group.knobs)
         func = lower_gpu(kernels.main)
         program = split_kernels(func, max_threads(target))
-        bodies, helpers = print_kernels(program, gpu_dialect(target))
     except EmberError as error:
         raise type(error)(f"fused group '{group.name}' ({group.describe()}): {error}") from None
     buffers = [p for p in func.params if isinstance(p, Buffer)] + list(program.temporaries)
     position = {b.data: i for i, b in enumerate(buffers)}
     launches = tuple(Launch(k.name, tuple(position[b.data] for b in k.buffers), (), k.grid,
                             k.block) for k in program.kernels)
-    return GroupCode(tuple(bodies), tuple(sorted(helpers)), launches,
-                     tuple(_nbytes(b) for b in program.temporaries))
+    return program, launches, tuple(_nbytes(b) for b in program.temporaries)
+
+
+def lower_group_code(group: FusedGroup, target: Target) -> GroupCode:
+    """Lower, split and print one group's kernels."""
+    program, launches, temporaries = lower_group_program(group, target)
+    try:
+        bodies, helpers = print_kernels(program, gpu_dialect(target))
+    except EmberError as error:
+        raise type(error)(f"fused group '{group.name}' ({group.describe()}): {error}") from None
+    return GroupCode(tuple(bodies), tuple(sorted(helpers)), launches, temporaries)
+
+
+def llvm_code(groups: Sequence[FusedGroup], target: Target
+              ) -> tuple[bytes | str, dict[str, tuple[Launch, ...]], dict[str, tuple[int, ...]]]:
+    """Every distinct group's kernels in one LLVM module, emitted as PTX text (cuda) or an
+    amdgcn object (rocm), with the launches and temporaries per group symbol."""
+    from ember.codegen.gpu_llvm_build import emit_amdgpu, emit_ptx
+
+    kernels = []
+    launches: dict[str, tuple[Launch, ...]] = {}
+    temporaries: dict[str, tuple[int, ...]] = {}
+    for g in groups:
+        if g.symbol in launches:
+            continue
+        program, launches[g.symbol], temporaries[g.symbol] = lower_group_program(g, target)
+        kernels += program.kernels
+    whole = DeviceProgram("model", (), (), tuple(kernels))
+    code = emit_ptx(whole, target) if target.kind == "cuda" else emit_amdgpu(whole, target)
+    return code, launches, temporaries
 
 
 def group_code(group: FusedGroup, target: Target, cache: KernelCache | None = None
