@@ -109,3 +109,15 @@ def test_bad_knobs_name_the_group() -> None:
         ember.compile(graph, cache=False, knobs=[DenseKnobs()])
     with pytest.raises(ScheduleError, match="expected DenseKnobs knobs, got InjectiveKnobs"):
         ember.compile(graph, cache=False, knobs=lambda g, t: InjectiveKnobs())
+
+
+def test_gpu_targets_use_the_gpu_families() -> None:
+    from ember.ops.gpu.knobs import GpuMatmulKnobs
+
+    target = Target("cuda")
+    groups = choose_knobs(fused_groups(optimize(_graph(), 2, target)), target)
+    families = {type(g.knobs) for g in groups}
+    assert GpuMatmulKnobs in families and DenseKnobs not in families
+    with pytest.raises(ScheduleError, match="expected GpuMatmulKnobs knobs, got DenseKnobs"):
+        choose_knobs(fused_groups(optimize(_graph(), 2, target)), target,
+                     lambda g, t: DenseKnobs() if t.op == "MatMul" else None)
