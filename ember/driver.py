@@ -112,7 +112,7 @@ def compile(model: Any, target: str | Target = "llvm", opt_level: int = 3,
         from ember.driver_gpu import compile_gpu
 
         return compile_gpu(model, tgt, opt_level, input_shapes,  # type: ignore[return-value]
-                           knobs=knobs)
+                           knobs=knobs, cache=cache)
     start = time.perf_counter()
     built = _prepare(model, tgt, opt_level, input_shapes, cache, jobs, progress,
                      _prepack_default(prepack), knobs=knobs)
