@@ -154,13 +154,63 @@ def row_wasm(model, feeds, runs, work):
         ).st_size
 
 
+_BENCH_PAGE = """<!doctype html><script type="module">
+import { load } from "./model.js";
+const model = await load();
+const feeds = {};
+for (const spec of model.inputs) {
+  const bytes = await (await fetch(`./in/${spec.name}.bin`)).arrayBuffer();
+  feeds[spec.name] = new Float32Array(bytes);
+}
+// warm up: 3 s of runs (at least 20), so that V8 has optimized the hot functions
+const begin = performance.now();
+for (let r = 0; r < 20 || performance.now() - begin < 3000; r++) model.run(feeds);
+const seconds = [];
+let outputs;
+for (let r = 0; r < RUNS; r++) {
+  const start = performance.now();
+  outputs = model.run(feeds);
+  seconds.push((performance.now() - start) / 1000);
+}
+window.benchResult = { seconds, out: Array.from(Object.values(outputs)[0]) };
+</script>"""
+
+
+def row_chromium(model, feeds, runs, work):
+    """The same module in headless Chromium (Debian's, driven by playwright)."""
+    import ember
+    from ember.serve_web import start_server
+    from playwright.sync_api import sync_playwright
+
+    site = work / "site"
+    ember.export_wasm(model, site, name="model")
+    (site / "in").mkdir()
+    for name, array in feeds.items():
+        array.tofile(site / "in" / f"{name}.bin")
+    (site / "bench.html").write_text(_BENCH_PAGE.replace("RUNS", str(runs)))
+    server = start_server(site, "127.0.0.1", 0)
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=shutil.which("chromium"),
+                                        args=["--no-sandbox"])
+            page = browser.new_page()
+            page.goto(f"http://127.0.0.1:{server.server_address[1]}/bench.html")
+            page.wait_for_function("window.benchResult !== undefined", timeout=1800000)
+            result = page.evaluate("window.benchResult")
+            browser.close()
+    finally:
+        server.shutdown()
+    return (np.array(result["out"], np.float32), median(result["seconds"]),
+            (site / "model.wasm").stat().st_size, (site / "model.weights").stat().st_size)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", nargs="+", default=["mobilenet_v2", "resnet18"])
     parser.add_argument("--image-size", type=int, default=224)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--targets", nargs="+",
-                        default=["so", "c", "aarch64", "armv7", "wasm"])
+                        default=["so", "c", "aarch64", "armv7", "wasm", "chromium"])
     args = parser.parse_args()
     from ember.zoo import build_model, random_inputs
 
@@ -185,6 +235,9 @@ def main() -> int:
                     elif target == "c":
                         out, s, code, const = row_c(model, feeds, args.runs, work)
                         label = "C99 (cc -O2, portable)"
+                    elif target == "chromium":
+                        out, s, code, const = row_chromium(model, feeds, args.runs, work)
+                        label = "wasm32+simd128 (headless Chromium)"
                     elif target == "wasm":
                         out, s, code, const = row_wasm(model, feeds, args.runs, work)
                         label = "wasm32+simd128 (Node.js " + subprocess.run(
