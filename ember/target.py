@@ -334,6 +334,7 @@ def _implied_features(triple: str, cpu: str) -> tuple[str, ...]:
     this table knows it: the x86-64 level, ARM's NEON and FP)."""
     arch = triple.split("-")[0]
     if arch == "x86_64":
+        level: tuple[str, ...]
         if cpu in _AVX512_CPUS:
             level = _X86_V4
         elif cpu in _AVX2_CPUS:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from typing import Any
 import numpy as np
 
 from ember.errors import ArgumentError
@@ -40,7 +41,7 @@ def lower_model(graph: Graph, target: Target, opt_level: int = 3) -> tuple[ExecP
 
     fused = optimize(graph, opt_level, target)
     memory = plan_memory(fused)
-    assembled = getattr(memory, "assembled", set())
+    assembled: set[Any] = getattr(memory, "assembled", set())
     groups = [g for g in fused_groups(fused, False)
               if not (g.outer_outputs and all(v in assembled for v in g.outer_outputs))]
     unique = {g.symbol: g for g in reversed(groups)}
