@@ -182,6 +182,8 @@ def check_cpu_features(path: Path, meta: dict[str, Any],
                        flags: frozenset[str] | None = None) -> None:
     """Refuse a library whose code uses instructions this CPU (Linux `flags`, default this
     machine's) does not report, naming them and the target it was built for."""
+    if os.environ.get("EMBER_CPU_CHECK", "1").strip() in ("0", "false", "no"):
+        return  # e.g. a kernel too old to name a flag the CPU has
     required = meta.get("requires", [])
     if not isinstance(required, list):
         raise ArgumentError(f"'{path}': its metadata's 'requires' is not a list")
@@ -192,7 +194,8 @@ def check_cpu_features(path: Path, meta: dict[str, Any],
             f"'{path.name}' was built for target '{meta.get('target', '?')}' (CPU "
             f"'{meta.get('cpu', '?')}') and uses {', '.join(missing)}, which this CPU "
             f"lacks; export it for a portable CPU (e.g. target='x86-64-v2' or "
-            f"'llvm -mcpu=x86-64-v3') or for this machine")
+            f"'llvm -mcpu=x86-64-v3') or for this machine (EMBER_CPU_CHECK=0 skips this "
+            "check, for a kernel that does not report a flag the CPU has)")
 
 
 def _symbol(lib: ctypes.CDLL, name: str, path: Path) -> Any:

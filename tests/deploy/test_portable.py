@@ -60,6 +60,9 @@ def test_loader_refuses_a_cpu_without_the_features(v2_library, monkeypatch):
                                                  r"lacks.*x86-64-v2"):
         check_cpu_features(path, meta, old_cpu)
     check_cpu_features(path, dict(meta, requires=["sse2", "avx2"]), old_cpu)  # has them
+    monkeypatch.setenv("EMBER_CPU_CHECK", "0")
+    check_cpu_features(path, meta, old_cpu)  # told not to check
+    monkeypatch.delenv("EMBER_CPU_CHECK")
     with pytest.raises(ArgumentError, match="'requires' is not a list"):
         check_cpu_features(path, dict(meta, requires="avx2"), old_cpu)
     # the loader runs the same check on this machine's flags, before any library code runs
