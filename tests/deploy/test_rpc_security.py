@@ -4,6 +4,7 @@ frames, malformed requests, idle peers, and a loopback fuzz of the frame parser.
 from __future__ import annotations
 
 import hashlib
+import subprocess
 import hmac
 import socket
 import struct
@@ -175,3 +176,26 @@ def test_key_checks():
     with pytest.raises(rpc.RPCError, match="cannot connect to the RPC server"):
         rpc.connect("127.0.0.1", 1, KEY)
     assert hmac.compare_digest(rpc.mac(KEY, b"a", b"b"), hmac.new(KEY, b"ab", "sha256").digest())
+
+
+def test_command_line_builds_the_c_server(tmp_path, capsys):
+    import os
+    import shutil
+
+    from ember.cli import main
+
+    if shutil.which("cc") is None:
+        pytest.skip("needs cc")
+    assert main(["rpc-server", "-o", str(tmp_path / "rpc_server")]) == 0
+    assert "wrote" in capsys.readouterr().out
+    assert os.access(tmp_path / "rpc_server", os.X_OK)
+    assert (tmp_path / "rpc_server").read_bytes()[:4] == b"\x7fELF"
+    server = start_c_server(tmp_path / "rpc_server", tmp_path / "work")
+    try:
+        with rpc.connect(server.host, server.port, KEY) as session:
+            assert session.info()["machine"]
+    finally:
+        stop(server)
+    no_key = subprocess.run([str(tmp_path / "rpc_server")], capture_output=True, text=True,
+                            env={"PATH": "/usr/bin"})
+    assert no_key.returncode == 2 and "shared key of at least 8 bytes" in no_key.stderr
