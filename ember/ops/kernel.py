@@ -28,6 +28,7 @@ from ember.ops.generic import (
     schedule_injective,
     schedule_reduction,
 )
+from ember.ops.knobs import Knobs
 from ember.ops.registry import OpDef, Pattern, get_op
 from ember.runtime.module import Module
 from ember.target import Target
@@ -79,8 +80,12 @@ def group_compute(nodes: Sequence[Node], inputs: Sequence[Value]
     return placeholders, env
 
 
-def schedule_for(opdef: OpDef, outs: Sequence[Tensor], target: Target) -> Schedule:
+def schedule_for(opdef: OpDef, outs: Sequence[Tensor], target: Target,
+                 knobs: Knobs | None = None) -> Schedule:
+    """The anchor's schedule of a group (with `knobs`, else its defaults)."""
     if opdef.schedule is not None:
+        if knobs is not None:
+            return opdef.schedule(outs, target, knobs)  # type: ignore[call-arg]
         return opdef.schedule(outs, target)
     if opdef.pattern <= Pattern.INJECTIVE:
         return schedule_injective(outs, target)
@@ -258,15 +263,17 @@ class GroupKernels:
 
 def lower_group_kernels(nodes: Sequence[Node], inputs: Sequence[Value],
                         outputs: Sequence[Value], name: str, target: Target | str = "llvm",
-                        constant: Sequence[bool] = ()) -> GroupKernels:
-    """The main kernel `name` (and `name` + "_pack") of a group, before the TIR pipeline."""
+                        constant: Sequence[bool] = (), knobs: Knobs | None = None
+                        ) -> GroupKernels:
+    """The main kernel `name` (and `name` + "_pack") of a group, before the TIR pipeline;
+    `knobs` (of the anchor op's family) steer its schedule, else the defaults do."""
     from ember.te.lower import lower_schedule
 
     tgt = Target(target)
     placeholders, env = group_compute(nodes, inputs)
     outs = [env[v] for v in outputs]
     split = split_constant_stages(placeholders, outs, constant or [False] * len(inputs))
-    s = schedule_for(get_op(anchor_of(nodes).op), list(split.outputs), tgt)
+    s = schedule_for(get_op(anchor_of(nodes).op), list(split.outputs), tgt, knobs)
     inline_copies(s, split.copies)
     args = [placeholders[i] for i in split.main_inputs] + list(split.packed) + list(split.outputs)
     main = lower_schedule(s, args, name)
