@@ -21,6 +21,7 @@ from ember.graph.ir import Graph, without_constant_values
 from ember.lowering import export
 from ember.lowering.cache import KernelCache
 from ember.lowering.compile import Prepared, prepare
+from ember.lowering.knobs import KnobsArg
 from ember.lowering.link import link
 from ember.lowering.prepack import run_pack_jobs
 from ember.runtime import threadpool
@@ -81,12 +82,12 @@ def _prepack_default(prepack: bool | None) -> bool:
 
 def _prepare(model: Any, target: Target, opt_level: int,
              input_shapes: Mapping[str, Sequence[int]] | None, cache: CacheArg,
-             jobs: int | None, progress: bool | None, prepack: bool, pic: bool = False
-             ) -> Prepared:
+             jobs: int | None, progress: bool | None, prepack: bool, pic: bool = False,
+             knobs: KnobsArg = None) -> Prepared:
     start = time.perf_counter()
     graph = import_model(model, input_shapes)
     seconds = time.perf_counter() - start
-    built = prepare(graph, target, opt_level, cache, jobs, progress, prepack, pic)
+    built = prepare(graph, target, opt_level, cache, jobs, progress, prepack, pic, knobs)
     built.timings["import"] = seconds
     return built
 
@@ -94,7 +95,8 @@ def _prepare(model: Any, target: Target, opt_level: int,
 def compile(model: Any, target: str | Target = "llvm", opt_level: int = 3,
             input_shapes: Mapping[str, Sequence[int]] | None = None,
             cache: CacheArg = True, jobs: int | None = None, progress: bool | None = None,
-            prepack: bool | None = None) -> CompiledModel:
+            prepack: bool | None = None, knobs: KnobsArg = None,
+            tuning_db: str | os.PathLike[str] | None = None) -> CompiledModel:
     """Compile a model (path, onnx.ModelProto or ember Graph) into a runnable CompiledModel.
 
         model = ember.compile("mobilenet.onnx")
@@ -102,11 +104,19 @@ def compile(model: Any, target: str | Target = "llvm", opt_level: int = 3,
 
     `prepack` (default: on unless EMBER_PREPACK=0) computes the weight-only stages of the
     kernels (packed panels, transposed weights) once here instead of on every run.
+    `knobs`: per fused group name, or a callable (group, task) -> Knobs | None, the
+    schedule knobs to use; `tuning_db`: a tuning database whose best record for each
+    group's task on this target is applied (groups without one, or named in `knobs`,
+    keep their default or given knobs).
     """
     tgt = resolve_target(target)
     start = time.perf_counter()
+    if tuning_db is not None:
+        from ember.autotune.apply import database_knobs
+
+        knobs = database_knobs(tuning_db, tgt, knobs)
     built = _prepare(model, tgt, opt_level, input_shapes, cache, jobs, progress,
-                     _prepack_default(prepack))
+                     _prepack_default(prepack), knobs=knobs)
     timings = built.timings
     linked = link(built.plan, built.objects, tgt)
     timings["link"] = time.perf_counter() - start - sum(timings.values())

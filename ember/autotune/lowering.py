@@ -11,14 +11,25 @@ import numpy as np
 
 from ember.errors import TuningError
 from ember.graph.ir import Graph
-from ember.ops.kernel import anchor_of, group_compute, lower_group_kernels, split_constant_stages
+from ember.lowering.groups import (
+    FusedGroup,
+    fused_groups,
+    optimize,
+    plan_memory,
+    without_weights,
+)
+from ember.lowering.kernel import (
+    group_compute,
+    lower_group_kernels,
+    split_constant_stages,
+)
+from ember.lowering.knobs import anchor_node, group_task
 from ember.ops.knobs import Knobs, Space, Task
 from ember.ops.registry import get_op
-from ember.runtime.groups import FusedGroup, fused_groups, optimize, plan, without_weights
 from ember.target import Target
 from ember.tir.function import PrimFunc
 
-__all__ = ["FusedGroup", "GroupKernel", "anchor_of", "build_group", "default_of",
+__all__ = ["FusedGroup", "GroupKernel", "anchor_node", "build_group", "default_of",
            "knob_family", "knob_task", "lower_group", "model_groups", "random_inputs",
            "space_of", "without_weights"]
 
@@ -30,7 +41,7 @@ def model_groups(model: Any, target: Target, opt_level: int = 3,
     memory plan has none)."""
     graph = _import(model, input_shapes)
     fused = optimize(graph, opt_level, target)
-    assembled = getattr(plan(fused), "assembled", set())
+    assembled = getattr(plan_memory(fused), "assembled", set())
     return [g for g in fused_groups(fused)
             if not (g.outer_outputs and all(v in assembled for v in g.outer_outputs))]
 
@@ -45,19 +56,12 @@ def _import(model: Any, input_shapes: Mapping[str, Sequence[int]] | None) -> Gra
 
 def knob_family(group: FusedGroup) -> type[Knobs] | None:
     """The knob family of the group's anchor op (None: its schedule has no knobs)."""
-    node = next((n for n in group.nodes if n.name == group.anchor), anchor_of(group.nodes))
-    return get_op(node.op).knobs
+    return get_op(anchor_node(group).op).knobs
 
 
 def knob_task(group: FusedGroup, target: Target) -> Task:
-    """The knob Task of a group: the outputs its schedule sees (after the weight stages are
-    split off, as when it is compiled), the target and the anchor op."""
-    placeholders, env = group_compute(group.nodes, group.inputs)
-    outs = [env[v] for v in group.outputs]
-    constant = list(group.constants) or [False] * len(group.inputs)
-    split = split_constant_stages(placeholders, outs, constant)
-    node = next((n for n in group.nodes if n.name == group.anchor), anchor_of(group.nodes))
-    return Task(outs=tuple(split.outputs), target=target, op=node.op, attrs=dict(node.attrs))
+    """The Task the group's knobs are chosen for (as compiling it sees it)."""
+    return group_task(group, target)
 
 
 def _family(group: FusedGroup) -> type[Knobs]:
@@ -76,16 +80,16 @@ def default_of(group: FusedGroup, target: Target) -> Knobs:
     return _family(group).default(knob_task(group, target))
 
 
-def lower_group(group: FusedGroup, target: Target, knobs: Knobs | None = None
-                ) -> list[PrimFunc]:
-    """The optimized loop programs of a group with `knobs`: its kernel, then its pack kernel
-    when it has one."""
-    from ember.build import optimize as optimize_tir
+def lower_group(group: FusedGroup, target: Target, knobs: Knobs | None = None,
+                optimized: bool = True) -> list[PrimFunc]:
+    """The loop programs of a group with `knobs`: its kernel, then its pack kernel when it
+    has one; after the TIR pipeline, or (not `optimized`) as lowered, loop kinds intact."""
+    from ember.lowering.build import optimize as optimize_tir
 
     kernels = lower_group_kernels(group.nodes, group.inputs, group.outputs, "kernel",
                                   target, group.constants, knobs)
     funcs = [kernels.main] + ([kernels.pack] if kernels.pack is not None else [])
-    return [optimize_tir(f) for f in funcs]
+    return [optimize_tir(f) for f in funcs] if optimized else funcs
 
 
 def random_inputs(group: FusedGroup, seed: int = 0) -> list[np.ndarray]:
@@ -121,17 +125,17 @@ def build_group(group: FusedGroup, target: Target, knobs: Knobs | None,
                 inputs: Sequence[np.ndarray]) -> GroupKernel:
     """Compile the group's kernels with `knobs`, run its pack kernel once on `inputs` and
     bind the main kernel's arguments (the timed part is the main kernel alone)."""
-    import ember
+    from ember.lowering.build import build
 
     funcs = lower_group(group, target, knobs)
-    main = ember.build(funcs[0], target=target)
+    main = build(funcs[0], target=target)
     placeholders, env = group_compute(group.nodes, group.inputs)
     constant = list(group.constants) or [False] * len(group.inputs)
     split = split_constant_stages(placeholders, [env[v] for v in group.outputs], constant)
     packed = [np.zeros([int(d.value) for d in t.shape], str(t.dtype))  # type: ignore
               for t in split.packed]
     if len(funcs) > 1:
-        pack = ember.build(funcs[1], target=target)
+        pack = build(funcs[1], target=target)
         pack(*[inputs[i] for i in split.pack_inputs], *packed)
     outputs = [np.zeros(v.type.shape, v.type.dtype.numpy) for v in group.outputs]
     args = [inputs[i] for i in split.main_inputs] + packed + outputs

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from ember.autotune import lowering
+from ember.lowering.knobs import anchor_node
 from ember.errors import TuningError
 from ember.graph.ir import Graph, Node
 from ember.ops.knobs import Knobs, Space
@@ -53,6 +54,21 @@ class TuneTask:
         """The task's knobs with the values of `point` (a point of `space()`)."""
         return self.default().replace(**dict(point))
 
+    def build(self, point: Mapping[str, Any] | None, seed: int = 0) -> lowering.GroupKernel:
+        """The group's kernel with the knobs of `point` (None: the defaults), bound to seeded
+        inputs; `run()` it to time it."""
+        knobs = None if point is None else self.knobs_at(point)
+        inputs = lowering.random_inputs(self.group, seed)
+        return lowering.build_group(self.group, Target(self.target), knobs, inputs)
+
+    def features(self, point: Mapping[str, Any]) -> tuple[float, ...]:
+        """The cost model's loop features of the candidate `point` (its kernel as lowered)."""
+        from ember.autotune.features import loop_features
+
+        funcs = lowering.lower_group(self.group, Target(self.target), self.knobs_at(point),
+                                     optimized=False)
+        return loop_features(funcs[0])
+
     def default_point(self) -> dict[str, Any]:
         """The default knobs as a point of the space (only the knobs the space varies)."""
         values = self.default().to_dict()
@@ -72,14 +88,6 @@ def _canonical(value: Any) -> Any:
     if isinstance(value, Graph):
         return ("graph", value.name, len(value.nodes))
     return value
-
-
-def anchor_node(group: lowering.FusedGroup) -> Node:
-    """The node whose schedule drives the group."""
-    for node in group.nodes:
-        if node.name == group.anchor:
-            return node
-    return lowering.anchor_of(group.nodes)
 
 
 def task_key(group: lowering.FusedGroup) -> str:

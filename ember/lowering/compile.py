@@ -25,6 +25,7 @@ from ember.lowering.build import optimize as optimize_tir
 from ember.lowering.cache import KernelCache, cache_key
 from ember.lowering.groups import FusedGroup, fused_groups, optimize, plan_memory, without_weights
 from ember.lowering.kernel import lower_group_kernels
+from ember.lowering.knobs import KnobsArg, choose_knobs
 from ember.lowering.link import emit_kernel_object
 from ember.lowering.plan import exec_plan
 from ember.lowering.prepack import PackJob, pack_constants, prepacked_calls
@@ -39,7 +40,7 @@ def lower_kernels(group: FusedGroup, target: Target | str = "llvm") -> list[Prim
     """The optimized loop programs of one fused group: its kernel `group.symbol`, then (when
     it has weight stages to precompute) the pack kernel `group.symbol + "_pack"`."""
     kernels = lower_group_kernels(group.nodes, group.inputs, group.outputs, group.symbol,
-                                  target, group.constants)
+                                  target, group.constants, group.knobs)
     funcs = [kernels.main] + ([kernels.pack] if kernels.pack is not None else [])
     return [optimize_tir(f) for f in funcs]
 
@@ -171,9 +172,10 @@ class Prepared(NamedTuple):
 def prepare(graph: Graph, target: Target, opt_level: int = 3,
             cache: bool | str | os.PathLike[str] | KernelCache = True,
             jobs: int | None = None, progress: bool | None = None,
-            prepack: bool = True, pic: bool = False) -> Prepared:
+            prepack: bool = True, pic: bool = False, knobs: KnobsArg = None) -> Prepared:
     """Everything of `compile` after import and before linking: the packed weights' slots
-    in the blob are zero until the pack jobs run (`run_pack_jobs`)."""
+    in the blob are zero until the pack jobs run (`run_pack_jobs`); `knobs` chooses the
+    schedules' knobs per group (see ember.lowering.knobs.choose_knobs)."""
     if not isinstance(opt_level, int) or not 0 <= opt_level <= 3:
         raise ArgumentError(f"opt_level must be an int in [0, 3], got {opt_level!r}")
     timings: dict[str, float] = {}
@@ -185,6 +187,7 @@ def prepare(graph: Graph, target: Target, opt_level: int = 3,
     assembled = getattr(memory, "assembled", set())
     groups = [g for g in fused_groups(fused, prepack)
               if not (g.outer_outputs and all(v in assembled for v in g.outer_outputs))]
+    groups = choose_knobs(groups, target, knobs)
     show = progress if progress is not None else _stderr_is_terminal() and len(groups) > 8
     objects, stats = compile_kernels(groups, target, _kernel_cache(cache), jobs, bool(show),
                                      pic)
@@ -193,6 +196,7 @@ def prepare(graph: Graph, target: Target, opt_level: int = 3,
     offsets, blob = pack_constants(fused, calls, pack_jobs)
     xplan = exec_plan(fused, calls, memory, offsets, blob.size)
     stats["prepacked"] = len(pack_jobs)
+    stats["knobs"] = {g.name: g.knobs.to_dict() for g in groups if g.knobs is not None}
     return Prepared(fused, xplan, objects, blob, offsets, pack_jobs, memory, stats, timings)
 
 

@@ -7,9 +7,10 @@ into a FusedGroup, the unit the rest of lowering compiles.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -19,6 +20,9 @@ from ember.graph.memory import plan_memory
 from ember.graph.pipeline import optimize_graph
 from ember.lowering.kernel import group_compute, split_constant_stages
 from ember.ops.registry import get_op
+
+if TYPE_CHECKING:
+    from ember.ops.knobs import Knobs
 
 ALIGN = 64
 
@@ -50,6 +54,7 @@ class FusedGroup:
     constants: tuple[bool, ...] = ()   # per input: a weight whose weight-only stages are
                                        # precomputed at compile time; () when none are
     weight_stages: WeightStages | None = None
+    knobs: Knobs | None = None         # the anchor schedule's knobs (None: its default)
 
     @property
     def symbol(self) -> str:
@@ -180,7 +185,18 @@ def without_weights(group: FusedGroup) -> FusedGroup:
                   for n in group.nodes)
     inputs = tuple(swap.get(v, v) for v in group.inputs)
     return FusedGroup(group.name, nodes, inputs, group.outputs, (), (), group.key,
-                      group.anchor, group.pattern, group.constants, group.weight_stages)
+                      group.anchor, group.pattern, group.constants, group.weight_stages,
+                      group.knobs)
+
+
+def with_knobs(group: FusedGroup, knobs: Knobs) -> FusedGroup:
+    """The group whose schedule runs with `knobs`; its key (so its symbol and kernel cache
+    entry) covers the knobs' family and values."""
+    import json
+
+    text = json.dumps(knobs.to_dict(), sort_keys=True, default=str)
+    key = hashlib.sha256(f"{group.key}/{knobs.family()}/{text}".encode()).hexdigest()
+    return dataclasses.replace(group, key=key, knobs=knobs)
 
 
 def fused_groups(graph: Graph, prepack: bool = True) -> list[FusedGroup]:
@@ -188,4 +204,4 @@ def fused_groups(graph: Graph, prepack: bool = True) -> list[FusedGroup]:
 
 
 __all__ = ["ALIGN", "FusedGroup", "WeightStages", "fused_groups", "optimize", "plan_memory",
-           "without_weights"]
+           "with_knobs", "without_weights"]

@@ -1,0 +1,68 @@
+"""Using tuning records at compile time: the best record of each group's task on the target
+becomes that group's knobs (through `ember.compile(..., knobs=...)`).
+
+    model = ember.compile("resnet18.onnx", tuning_db="tune.sqlite")
+    model.stats["knobs"]        # the groups that got tuned knobs, with their values
+
+Only records measured on the same target fingerprint apply: a record from another CPU or
+thread count never applies silently.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+from ember.autotune.database import TuningDatabase
+from ember.autotune.task import task_key
+from ember.errors import TuningError
+from ember.lowering.groups import FusedGroup
+from ember.lowering.knobs import KnobsArg, KnobsFn, anchor_node
+from ember.ops.knobs import Knobs, Task
+from ember.ops.registry import get_op
+from ember.target import Target
+
+
+class DatabaseKnobs:
+    """The `knobs=` callable of a tuning database: `(group, task) -> Knobs | None`; groups
+    named in `given` (a mapping) or answered by `given` (a callable) keep that answer."""
+
+    def __init__(self, db: TuningDatabase, target: Target, given: KnobsArg = None) -> None:
+        self.db, self.fingerprint, self.given = db, Target(target).fingerprint, given
+        self.applied: dict[str, str] = {}   # group name -> task key of the record applied
+
+    def __call__(self, group: FusedGroup, task: Task) -> Knobs | None:
+        if isinstance(self.given, Mapping) and group.name in self.given:
+            return self.given[group.name]
+        if callable(self.given):
+            answer: Knobs | None = self.given(group, task)
+            if answer is not None:
+                return answer
+        family = get_op(anchor_node(group).op).knobs
+        if family is None:
+            return None
+        key = task_key(group)
+        record = self.db.best(key, self.fingerprint)
+        if record is None or record.family != family.family():
+            return None
+        where = f"tuning record of task {record.task} in '{self.db.path}': "
+        try:
+            knobs = family.default(task).replace(**dict(record.knobs))
+        except TypeError as error:
+            raise TuningError(f"{where}knobs {dict(record.knobs)} do not fit "
+                              f"{family.family()} ({error})") from None
+        self.applied[group.name] = key
+        return knobs
+
+
+def database_knobs(path: str | os.PathLike[str] | TuningDatabase, target: Target | str,
+                   given: KnobsArg = None) -> KnobsFn:
+    """The `knobs=` callable applying the best records of the database at `path`."""
+    if isinstance(path, TuningDatabase):
+        return DatabaseKnobs(path, Target(target), given)
+    if not os.path.isfile(path):
+        raise TuningError(f"tuning database '{path}' does not exist")
+    return DatabaseKnobs(TuningDatabase(path, readonly=True), Target(target), given)
+
+
+__all__ = ["DatabaseKnobs", "database_knobs"]
