@@ -20,8 +20,7 @@ from ember.errors import ArgumentError, EmberError
 from ember.graph.ir import Graph, without_constant_values
 from ember.lowering import export
 from ember.lowering.cache import KernelCache
-from ember.lowering.compile import Prepared, prepare
-from ember.lowering.knobs import KnobsArg
+from ember.lowering.compile import KnobsArg, Prepared, prepare
 from ember.lowering.link import link
 from ember.lowering.prepack import run_pack_jobs
 from ember.runtime import threadpool
@@ -104,10 +103,11 @@ def compile(model: Any, target: str | Target = "llvm", opt_level: int = 3,
 
     `prepack` (default: on unless EMBER_PREPACK=0) computes the weight-only stages of the
     kernels (packed panels, transposed weights) once here instead of on every run.
-    `knobs`: per fused group name, or a callable (group, task) -> Knobs | None, the
-    schedule knobs to use; `tuning_db`: a tuning database whose best record for each
-    group's task on this target is applied (groups without one, or named in `knobs`,
-    keep their default or given knobs).
+    `knobs` sets the schedules' choices: a mapping from fused group name to Knobs, or a
+    function (group, task) -> Knobs | None (None: the default); the knobs each group ran
+    with are in `model.stats["knobs"]`. `tuning_db`: a tuning database whose best record
+    for each group's task on this target supplies the group's knobs (groups without one,
+    or given by `knobs`, keep their default or given knobs).
     """
     tgt = resolve_target(target)
     start = time.perf_counter()

@@ -16,10 +16,10 @@ from collections.abc import Mapping
 from ember.autotune.database import TuningDatabase
 from ember.autotune.task import task_key
 from ember.errors import TuningError
+from ember.autotune.lowering import knob_family
+from ember.lowering.compile import KnobsArg
 from ember.lowering.groups import FusedGroup
-from ember.lowering.knobs import KnobsArg, KnobsFn, anchor_node
 from ember.ops.knobs import Knobs, Task
-from ember.ops.registry import get_op
 from ember.target import Target
 
 
@@ -38,7 +38,7 @@ class DatabaseKnobs:
             answer: Knobs | None = self.given(group, task)
             if answer is not None:
                 return answer
-        family = get_op(anchor_node(group).op).knobs
+        family = knob_family(group)
         if family is None:
             return None
         key = task_key(group)
@@ -56,7 +56,7 @@ class DatabaseKnobs:
 
 
 def database_knobs(path: str | os.PathLike[str] | TuningDatabase, target: Target | str,
-                   given: KnobsArg = None) -> KnobsFn:
+                   given: KnobsArg = None) -> DatabaseKnobs:
     """The `knobs=` callable applying the best records of the database at `path`."""
     if isinstance(path, TuningDatabase):
         return DatabaseKnobs(path, Target(target), given)

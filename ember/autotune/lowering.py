@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from ember.errors import TuningError
-from ember.graph.ir import Graph
+from ember.graph.ir import Graph, Node
 from ember.lowering.groups import (
     FusedGroup,
     fused_groups,
@@ -19,12 +19,13 @@ from ember.lowering.groups import (
     without_weights,
 )
 from ember.lowering.kernel import (
+    anchor_of,
     group_compute,
+    group_knobs,
     lower_group_kernels,
     split_constant_stages,
 )
-from ember.lowering.knobs import anchor_node, group_task
-from ember.ops.knobs import Knobs, Space, Task
+from ember.ops.knobs import Knobs, NoKnobs, Space, Task
 from ember.ops.registry import get_op
 from ember.target import Target
 from ember.tir.function import PrimFunc
@@ -54,14 +55,21 @@ def _import(model: Any, input_shapes: Mapping[str, Sequence[int]] | None) -> Gra
     return from_onnx(model, input_shapes=input_shapes)
 
 
+def anchor_node(group: FusedGroup) -> Node:
+    """The node whose schedule drives the group (as compiling it chooses)."""
+    return anchor_of(group.nodes)
+
+
 def knob_family(group: FusedGroup) -> type[Knobs] | None:
-    """The knob family of the group's anchor op (None: its schedule has no knobs)."""
-    return get_op(anchor_node(group).op).knobs
+    """The knob family of the group's anchor op (None: its schedule has no choices)."""
+    family = get_op(anchor_node(group).op).knob_family()
+    return None if family is NoKnobs else family
 
 
 def knob_task(group: FusedGroup, target: Target) -> Task:
-    """The Task the group's knobs are chosen for (as compiling it sees it)."""
-    return group_task(group, target)
+    """The Task the group's knobs are chosen for, the same one `compile` passes to a
+    `knobs=` callable."""
+    return group_knobs(group.nodes, group.inputs, group.outputs, target)[0]
 
 
 def _family(group: FusedGroup) -> type[Knobs]:

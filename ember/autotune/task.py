@@ -19,9 +19,9 @@ from typing import Any
 import numpy as np
 
 from ember.autotune import lowering
-from ember.lowering.knobs import anchor_node
+from ember.autotune.lowering import anchor_node
 from ember.errors import TuningError
-from ember.graph.ir import Graph, Node
+from ember.graph.ir import Graph
 from ember.ops.knobs import Knobs, Space
 from ember.target import Target
 
