@@ -135,7 +135,7 @@ def build_group(group: FusedGroup, target: Target, knobs: Knobs | None,
     bind the main kernel's arguments (the timed part is the main kernel alone)."""
     from ember.lowering.build import build
 
-    funcs = lower_group(group, target, knobs)
+    funcs = lower_group(group, target, knobs, optimized=False)  # build runs the pipeline
     main = build(funcs[0], target=target)
     placeholders, env = group_compute(group.nodes, group.inputs)
     constant = list(group.constants) or [False] * len(group.inputs)

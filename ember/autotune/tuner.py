@@ -163,6 +163,8 @@ def tune(tasks: Sequence[TuneTask], db: TuningDatabase, runner: Runner | None = 
             if state.done:
                 continue
             size = min(batch, trials - used)
+            if state.trials == 0:
+                size = min(size, max(2, batch // 2))  # a first look at every task
             points: list[dict[str, Any]] = []
             default = state.task.default_point()
             if knobs_json(default) not in state.tried:
