@@ -169,7 +169,8 @@ def tune(tasks: Sequence[TuneTask], db: TuningDatabase, runner: Runner | None = 
             default = state.task.default_point()
             if knobs_json(default) not in state.tried:
                 points.append(default)
-            points += state.strategy.propose(size - len(points), state.tried)
+            chosen = state.tried | {knobs_json(p) for p in points}
+            points += state.strategy.propose(size - len(points), chosen)
             if not points:
                 state.done = True  # the space is exhausted
                 continue
