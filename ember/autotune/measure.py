@@ -148,8 +148,9 @@ def measure_one(task: Measurable, point: Mapping[str, Any], settings: MeasureSet
         return MeasureResult(_time(kernel, settings), None, built)
     except Exception as error:  # noqa: BLE001 - any failure of a candidate is its error
         where = traceback.extract_tb(error.__traceback__)[-1]
-        return MeasureResult((), f"{type(error).__name__}: {error} (at {os.path.basename(where.filename)}:"
-                                 f"{where.lineno})", time.perf_counter() - start)
+        at = f"{os.path.basename(where.filename)}:{where.lineno}"
+        return MeasureResult((), f"{type(error).__name__}: {error} (at {at})",
+                             time.perf_counter() - start)
 
 
 def _worker_main(conn: Connection) -> None:

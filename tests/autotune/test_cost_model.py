@@ -2,7 +2,6 @@
 a synthetic optimum in fewer trials than random search."""
 
 import math
-import random
 
 import numpy as np
 import pytest
