@@ -34,7 +34,7 @@ def report(db: Any, fingerprint: str | None) -> str:
         by_task.setdefault(r.task_key, []).append(r)
     lines = [f"{'task':60} {'records':>7} {'errors':>6} {'best ms':>9}"]
     for records in by_task.values():
-        best = min((r.median for r in records), default=math.inf)
+        best = min((r.best for r in records), default=math.inf)
         errors = sum(1 for r in records if not r.ok)
         lines.append(f"{records[0].task[:60]:60} {len(records):>7} {errors:>6} "
                      f"{best * 1e3:>9.3f}")

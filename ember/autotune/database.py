@@ -88,6 +88,7 @@ class Record:
 
     @property
     def best(self) -> float:
+        """The fastest run (what candidates are ranked by); infinite for a failure."""
         return min(self.costs) if self.ok else math.inf
 
     def to_json(self) -> dict[str, Any]:
@@ -182,10 +183,11 @@ class TuningDatabase:
         return [_record(row) for row in self._query(sql + " ORDER BY id", args)]
 
     def best(self, task_key: str, fingerprint: str) -> Record | None:
-        """The fastest correct record of a task on a target (lowest median), or None."""
+        """The fastest correct record of a task on a target, or None: the lowest minimum over
+        its runs (interference from other work on the machine only ever adds time)."""
         rows = list(self._query(f"SELECT {', '.join(_COLUMNS)} FROM records WHERE task_key = ? "
                                 "AND fingerprint = ? AND error IS NULL AND median IS NOT NULL "
-                                "ORDER BY median, id LIMIT 1", [task_key, fingerprint]))
+                                "ORDER BY best, median, id LIMIT 1", [task_key, fingerprint]))
         return _record(rows[0]) if rows else None
 
     def measured(self, task_key: str, fingerprint: str) -> set[str]:

@@ -27,7 +27,7 @@ def _ray() -> Any:
 
 def _measure_remote(task: Measurable, point: Mapping[str, Any],
                     settings: MeasureSettings) -> MeasureResult:
-    return measure_one(task, point, settings, {})
+    return measure_one(task, point, settings)
 
 
 class RayRunner:

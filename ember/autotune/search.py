@@ -66,7 +66,9 @@ class GridSearch:
         self.space = space
 
     def propose(self, n: int, tried: set[str]) -> list[Point]:
-        out = []
+        out: list[Point] = []
+        if n <= 0:
+            return out
         for p in self.space.points():
             if knobs_json(p) not in tried:
                 out.append(p)
@@ -125,6 +127,8 @@ class ModelSearch:
             self.model.fit(rows, costs_all, groups)
 
     def propose(self, n: int, tried: set[str]) -> list[Point]:
+        if n <= 0:
+            return []
         if not self.model.trained:
             return _untried(self.space, tried, n, self.rng)
         explore = sum(1 for _ in range(n) if self.rng.random() < self.epsilon)

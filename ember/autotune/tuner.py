@@ -28,7 +28,7 @@ from ember.target import Target
 
 @dataclass
 class TaskProgress:
-    """Where one task stands: its default and best median seconds, trials and errors."""
+    """Where one task stands: its default and best seconds (fastest run), trials, errors."""
 
     task: TuneTask
     fingerprint: str
@@ -57,9 +57,9 @@ class TaskProgress:
             self.since_improvement += 1
             return
         if default:
-            self.default_cost = min(self.default_cost, result.median)
-        if result.median < self.best_cost:
-            self.best_cost, self.best_knobs = result.median, dict(point)
+            self.default_cost = min(self.default_cost, result.best)
+        if result.best < self.best_cost:
+            self.best_cost, self.best_knobs = result.best, dict(point)
             self.since_improvement = 0
         else:
             self.since_improvement += 1
@@ -78,7 +78,7 @@ def _transfer(db: TuningDatabase, task: TuneTask) -> list[tuple[Sequence[float],
     for r in db.records(family=task.family):
         if r.task_key == task.key or r.features is None or len(r.features) != len(FEATURE_NAMES):
             continue
-        rows.append((r.features, r.median, f"{r.task_key}/{r.fingerprint}"))
+        rows.append((r.features, r.best, f"{r.task_key}/{r.fingerprint}"))
     return rows
 
 
@@ -100,7 +100,7 @@ def _start(task: TuneTask, db: TuningDatabase, search: str, seed: int, transfer:
         progress.note(point, result, knobs_json(point) == default)
         progress.trials -= 1  # trials count this session's measurements only
     if earlier:
-        strategy.observe([dict(r.knobs) for r in earlier], [r.median for r in earlier])
+        strategy.observe([dict(r.knobs) for r in earlier], [r.best for r in earlier])
     return progress
 
 
@@ -119,7 +119,7 @@ def _measure(progress: TaskProgress, points: list[dict[str, Any]], runner: Runne
                               tuple(features), version))
         progress.note(point, result, knobs_json(point) == default)
     db.add(records)
-    progress.strategy.observe(points, [r.median for r in results])
+    progress.strategy.observe(points, [r.best for r in results])
     progress.history.append(progress.best_cost)
 
 
@@ -136,10 +136,15 @@ def _priority(p: TaskProgress) -> float:
 def tune(tasks: Sequence[TuneTask], db: TuningDatabase, runner: Runner | None = None,
          trials: int = 64, budget_seconds: float | None = None, search: str = "xgb",
          batch: int = 8, transfer: bool = True, epsilon: float = 0.2,
-         early_stopping: int | None = None, progress: bool = False, seed: int = 0
-         ) -> list[TaskProgress]:
+         early_stopping: int | None = None, progress: bool = False, seed: int = 0,
+         confirm: int = 1) -> list[TaskProgress]:
     """Tune `tasks` for at most `trials` measurements in all (and `budget_seconds`), `batch`
-    candidates a round; returns each task's progress (default vs best)."""
+    candidates a round; returns each task's progress (default vs best).
+
+    Then, `confirm` times per task whose best is not its default, the default and the best
+    are measured again side by side (the worker kept both built, so this costs runs, not
+    builds): a candidate that looked fast only because the default's runs met other work
+    on the machine loses its lead there."""
     if search not in SEARCHES:
         raise TuningError(f"unknown search {search!r}; expected one of {sorted(SEARCHES)}")
     if trials < 1 or batch < 1:
@@ -153,7 +158,7 @@ def tune(tasks: Sequence[TuneTask], db: TuningDatabase, runner: Runner | None = 
     bar = _bar(trials, progress)
     used = 0
     try:
-        # the first round of every task: its default schedule, then a first batch
+        # the first round of every task measures its default schedule
         queue = list(states)
         while used < trials and (deadline is None or time.monotonic() < deadline):
             live = [s for s in states if not s.done]
@@ -163,14 +168,15 @@ def tune(tasks: Sequence[TuneTask], db: TuningDatabase, runner: Runner | None = 
             if state.done:
                 continue
             size = min(batch, trials - used)
-            if state.trials == 0:
-                size = min(size, max(2, batch // 2))  # a first look at every task
             points: list[dict[str, Any]] = []
             default = state.task.default_point()
             if knobs_json(default) not in state.tried:
+                # first the default of every task: its latency decides where trials go
                 points.append(default)
-            chosen = state.tried | {knobs_json(p) for p in points}
-            points += state.strategy.propose(size - len(points), chosen)
+                size = 1
+            if size > len(points):
+                chosen = state.tried | {knobs_json(p) for p in points}
+                points += state.strategy.propose(size - len(points), chosen)
             if not points:
                 state.done = True  # the space is exhausted
                 continue
@@ -182,6 +188,11 @@ def tune(tasks: Sequence[TuneTask], db: TuningDatabase, runner: Runner | None = 
                 bar.update(len(points))
                 bar.set_postfix_str(f"{state.task.op} best {state.best_cost * 1e3:.3f} ms "
                                     f"x{state.speedup:.2f}", refresh=False)
+        for state in states:
+            default = state.task.default_point()
+            best = state.best_knobs
+            if confirm and best is not None and knobs_json(best) != knobs_json(default):
+                _measure(state, [default, best] * confirm, runner, db, __version__)
     finally:
         if bar is not None:
             bar.close()

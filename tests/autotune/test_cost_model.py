@@ -83,6 +83,7 @@ def test_grid_and_random_never_repeat():
             seen += [knobs_json(p) for p in points]
             tried |= {knobs_json(p) for p in points}
         assert sorted(seen) == sorted(knobs_json(p) for p in space.points())
+        assert strategy.propose(0, set()) == []
 
 
 def test_epsilon_must_be_a_share():

@@ -39,6 +39,8 @@ class ToyKernel:
             os.kill(os.getpid(), signal.SIGSEGV)
         if self.mode == "hang":
             time.sleep(3600)
+        if self.mode == "slow":
+            time.sleep(0.002)
         _add_one()(self.a, self.outputs[0])
         if self.mode == "wrong":
             self.outputs[0][7] += 0.5
@@ -90,7 +92,8 @@ def test_crash_hang_wrong_and_raise_are_errors_and_measuring_goes_on():
 
 def test_tune_records_errors_and_continues(tmp_path):
     with TuningDatabase(tmp_path / "db.sqlite") as db, LocalRunner(SETTINGS) as runner:
-        states = tune([ToyTask()], db, runner, trials=6, batch=6, search="grid")
+        states = tune([ToyTask()], db, runner, trials=6, batch=6, search="grid",
+                      confirm=0)
         records = db.records(task_key="toy-task")
     assert len(records) == 6
     by_mode = {r.knobs["mode"]: r for r in records}
@@ -102,12 +105,32 @@ def test_tune_records_errors_and_continues(tmp_path):
 
 def test_resume_skips_what_was_measured(tmp_path):
     with TuningDatabase(tmp_path / "db.sqlite") as db, LocalRunner(SETTINGS) as runner:
-        tune([ToyTask()], db, runner, trials=2, batch=2, search="grid")
+        tune([ToyTask()], db, runner, trials=2, batch=2, search="grid", confirm=0)
         first = {r.knobs["mode"] for r in db.records()}
-        states = tune([ToyTask()], db, runner, trials=2, batch=2, search="grid")
+        states = tune([ToyTask()], db, runner, trials=2, batch=2, search="grid", confirm=0)
         second = [r.knobs["mode"] for r in db.records()][2:]
     assert first == {"ok", "crash"} and second == ["hang", "wrong"]
     assert states[0].trials == 2 and states[0].errors == 3
+
+
+class SlowDefaultTask(ToyTask):
+    key = "toy-slow-default"
+
+    def space(self):
+        return Space({"mode": ("slow", "fine")})
+
+    def default_point(self):
+        return {"mode": "slow"}
+
+
+def test_confirmation_measures_default_and_best_again_without_building(tmp_path):
+    with TuningDatabase(tmp_path / "db.sqlite") as db, LocalRunner(SETTINGS) as runner:
+        states = tune([SlowDefaultTask()], db, runner, trials=2, batch=2, search="grid")
+        modes = [r.knobs["mode"] for r in db.records()]
+        again = runner.measure(SlowDefaultTask(), [{"mode": "slow"}, {"mode": "fine"}])
+    assert modes == ["slow", "fine", "slow", "fine"]
+    assert states[0].best_knobs == {"mode": "fine"} and states[0].speedup > 2
+    assert all(r.ok and r.build_seconds == 0.0 for r in again)  # kept built in the worker
 
 
 def test_compare_outputs():

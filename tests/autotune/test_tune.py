@@ -79,7 +79,8 @@ def test_tune_then_compile_uses_best_record(model, tasks, tmp_path):
     heavy = next(t for t in tasks if t.family == "ConvKnobs" and t.weight == 2)
     path = tmp_path / "tune.sqlite"
     with TuningDatabase(path) as db, LocalRunner(MeasureSettings(repeat=2)) as runner:
-        states = tune([heavy], db, runner, trials=3, batch=3, search="random")
+        states = tune([heavy], db, runner, trials=3, batch=3, search="random",
+                      confirm=0)
         assert states[0].trials == 3 and len(db.records(task_key=heavy.key)) == 3
         assert all(r.features is not None for r in db.records())
         # a record that beats everything, at a point that is not the default
