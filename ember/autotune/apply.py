@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from ember.autotune.database import TuningDatabase
+from ember.autotune.database import Record, TuningDatabase
 from ember.autotune.task import task_key
 from ember.errors import TuningError
 from ember.autotune.lowering import knob_family
@@ -28,7 +28,12 @@ class DatabaseKnobs:
     named in `given` (a mapping) or answered by `given` (a callable) keep that answer."""
 
     def __init__(self, db: TuningDatabase, target: Target, given: KnobsArg = None) -> None:
-        self.db, self.fingerprint, self.given = db, Target(target).fingerprint, given
+        self.path, self.fingerprint, self.given = db.path, Target(target).fingerprint, given
+        # the best record per task, read once (the file is not held open while compiling)
+        self.best: dict[str, Record] = {}
+        for r in db.records(fingerprint=self.fingerprint, ok_only=True):
+            if r.task_key not in self.best or r.best < self.best[r.task_key].best:
+                self.best[r.task_key] = r
         self.applied: dict[str, str] = {}   # group name -> task key of the record applied
 
     def __call__(self, group: FusedGroup, task: Task) -> Knobs | None:
@@ -42,10 +47,10 @@ class DatabaseKnobs:
         if family is None:
             return None
         key = task_key(group)
-        record = self.db.best(key, self.fingerprint)
+        record = self.best.get(key)
         if record is None or record.family != family.family():
             return None
-        where = f"tuning record of task {record.task} in '{self.db.path}': "
+        where = f"tuning record of task {record.task} in '{self.path}': "
         try:
             knobs = family.default(task).replace(**dict(record.knobs))
         except TypeError as error:
@@ -62,7 +67,8 @@ def database_knobs(path: str | os.PathLike[str] | TuningDatabase, target: Target
         return DatabaseKnobs(path, Target(target), given)
     if not os.path.isfile(path):
         raise TuningError(f"tuning database '{path}' does not exist")
-    return DatabaseKnobs(TuningDatabase(path, readonly=True), Target(target), given)
+    with TuningDatabase(path, readonly=True) as db:
+        return DatabaseKnobs(db, Target(target), given)
 
 
 __all__ = ["DatabaseKnobs", "database_knobs"]

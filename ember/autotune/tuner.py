@@ -123,11 +123,13 @@ def _measure(progress: TaskProgress, points: list[dict[str, Any]], runner: Runne
     progress.history.append(progress.best_cost)
 
 
-def _priority(p: TaskProgress) -> float:
-    """Expected saving of the next round: weight x best latency x recent relative gain
-    (a floor keeps every task in play)."""
-    gain = 0.05
-    if len(p.history) >= 2 and math.isfinite(p.history[-2]) and p.history[-2] > 0:
+def _priority(p: TaskProgress, batch: int) -> float:
+    """Expected saving of the next round: weight x best latency x relative gain, the gain
+    optimistic (0.2) until the task had a batch of candidates, then its last round's (a
+    floor keeps every task in play)."""
+    gain = 0.2 if p.trials <= batch else 0.02
+    if p.trials > batch and len(p.history) >= 2 and math.isfinite(p.history[-2]) \
+            and p.history[-2] > 0:
         gain = max(0.02, (p.history[-2] - p.history[-1]) / p.history[-2])
     best = p.best_cost if math.isfinite(p.best_cost) else 1.0
     return p.task.weight * best * gain
@@ -164,7 +166,7 @@ def tune(tasks: Sequence[TuneTask], db: TuningDatabase, runner: Runner | None = 
             live = [s for s in states if not s.done]
             if not live:
                 break
-            state = queue.pop(0) if queue else max(live, key=_priority)
+            state = queue.pop(0) if queue else max(live, key=lambda s: _priority(s, batch))
             if state.done:
                 continue
             size = min(batch, trials - used)
