@@ -237,8 +237,9 @@ def prepare(graph: Graph, target: Target, opt_level: int = 3,
               if not (g.outer_outputs and all(v in assembled for v in g.outer_outputs))]
     groups = choose_knobs(groups, target, knobs)
     show = progress if progress is not None else _stderr_is_terminal() and len(groups) > 8
-    objects, stats = compile_kernels(groups, target, _kernel_cache(cache), jobs, bool(show),
-                                     pic)
+    objects, counts = compile_kernels(groups, target, _kernel_cache(cache), jobs, bool(show),
+                                      pic)
+    stats: dict[str, Any] = dict(counts)
     timings["kernels"] = time.perf_counter() - start - sum(timings.values())
     calls, pack_jobs = prepacked_calls(groups)
     offsets, blob = pack_constants(fused, calls, pack_jobs)

@@ -1,5 +1,5 @@
 """Turn a group of graph nodes into one kernel: te computes chained, the anchor's schedule,
-then ember.build. Also `run_op`, the one-op test helper.
+then ember.lowering.build. Also `run_op`, the one-op test helper.
 
 Weight stages are computed at compile time: a stage that reads only constant inputs (the
 panels of a packed B, a transposed recurrent weight, a blocked convolution kernel) would
@@ -21,6 +21,7 @@ import numpy as np
 
 from ember import te
 from ember.errors import EmberError, ScheduleError
+from ember.lowering.build import build
 from ember.graph.ir import Node, TensorType, Value, tensor_type
 from ember.ops.generic import (
     inline_injective,
@@ -86,13 +87,23 @@ def group_task(opdef: OpDef, outs: Sequence[Tensor], target: Target,
     return Task(tuple(outs), target, opdef.name, dict(attrs or {}))
 
 
+def knob_family(opdef: OpDef, target: Target) -> type[Knobs]:
+    """The knob class of the schedule for groups anchored at `opdef` on `target`."""
+    from ember.ops.gpu import gpu_knobs, is_gpu
+
+    return gpu_knobs(opdef) if is_gpu(target) else opdef.knob_family()
+
+
 def schedule_for(opdef: OpDef, outs: Sequence[Tensor], target: Target,
                  knobs: Knobs | None = None) -> Schedule:
     """The schedule of a group whose anchor is `opdef`, with `knobs` (None: the default of
     the op's knob family for this group); bad knobs raise ScheduleError naming the op."""
-    family = opdef.knob_family()
+    from ember.ops.gpu import is_gpu, schedule_gpu
+
     try:
-        k = resolve_knobs(family, knobs, outs, target, opdef.name)
+        k = resolve_knobs(knob_family(opdef, target), knobs, outs, target, opdef.name)
+        if is_gpu(target):  # GPU targets: the same computes, the schedules of ember.ops.gpu
+            return schedule_gpu(opdef, outs, target, k)
         if opdef.schedule is not None:
             return opdef.schedule(outs, target, k)
         if opdef.pattern <= Pattern.INJECTIVE:
@@ -112,8 +123,9 @@ def group_knobs(nodes: Sequence[Node], inputs: Sequence[Value], outputs: Sequenc
     _, env = group_compute(nodes, inputs)
     anchor = anchor_of(nodes)
     opdef = get_op(anchor.op)
-    return (group_task(opdef, [env[v] for v in outputs], Target(target), anchor.attrs),
-            opdef.knob_family())
+    tgt = Target(target)
+    return (group_task(opdef, [env[v] for v in outputs], tgt, anchor.attrs),
+            knob_family(opdef, tgt))
 
 
 # -- compile-time weight stages -------------------------------------------------------------
@@ -300,11 +312,14 @@ def lower_group_kernels(nodes: Sequence[Node], inputs: Sequence[Value],
     anchor = anchor_of(nodes)
     opdef = get_op(anchor.op)
     if knobs is None:
-        knobs = opdef.knob_family().default(group_task(opdef, split.outputs, tgt, anchor.attrs))
+        task = group_task(opdef, split.outputs, tgt, anchor.attrs)
+        knobs = knob_family(opdef, tgt).default(task)
     s = schedule_for(opdef, list(split.outputs), tgt, knobs)
     inline_copies(s, split.copies)
     args = [placeholders[i] for i in split.main_inputs] + list(split.packed) + list(split.outputs)
-    main = lower_schedule(s, args, name)
+    from ember.ops.gpu import is_gpu
+
+    main = lower_schedule(s, args, name, gpu=is_gpu(tgt))
     pack = None
     if not split.empty:
         ps = schedule_pack(split.sources, tgt)
@@ -322,9 +337,7 @@ def build_group(name: str, nodes: Sequence[Node], inputs: Sequence[Value],
     outs = [env[v] for v in outputs]
     anchor = get_op(anchor_of(nodes).op)
     s = schedule_for(anchor, outs, tgt, knobs)
-    import ember
-
-    return ember.build(s, [*placeholders, *outs], target=tgt, name=_ident(name))
+    return build(s, [*placeholders, *outs], target=tgt, name=_ident(name))
 
 
 def build_prepacked(name: str, nodes: Sequence[Node], inputs: Sequence[Value],
@@ -334,12 +347,10 @@ def build_prepacked(name: str, nodes: Sequence[Node], inputs: Sequence[Value],
     """The main and pack kernels of a group whose inputs flagged in `constant` are weights:
     call `pack(*[inputs[i] for i in split.pack_inputs], *packed)` once, then
     `main(*[inputs[i] for i in split.main_inputs], *packed, *outputs)`."""
-    import ember
-
     kernels = lower_group_kernels(nodes, inputs, outputs, _ident(name), target, constant,
                                   knobs)
-    main = ember.build(kernels.main, target=target)
-    pack = ember.build(kernels.pack, target=target) if kernels.pack is not None else None
+    main = build(kernels.main, target=target)
+    pack = build(kernels.pack, target=target) if kernels.pack is not None else None
     return main, pack, kernels.split
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from ember import te
 from ember.errors import ScheduleError, ShapeError, UnsupportedOpError
-from ember.graph.ir import TensorType
+from ember.types import TensorType
 from ember.ops.conv_blocked import OPS as BLOCKED_OPS
 from ember.ops.conv_common import (
     AUTO_PADS,
@@ -43,9 +43,9 @@ from ember.te.tensor import Tensor
 from ember.tir.expr import Expr
 
 CONV_TAGS = ("Conv", "ConvTranspose")
-__all__ = ["AUTO_PADS", "CONV_TAGS", "OPS", "ConvNCHWKnobs", "conv_core", "conv_geometry", "extent", "find_stage",
-           "pad_input", "pick_tile", "resolve_pads", "schedule_conv", "shape_of",
-           "spatial_attr"]
+__all__ = ["AUTO_PADS", "CONV_TAGS", "OPS", "ConvNCHWKnobs", "conv_core", "conv_geometry",
+           "extent", "find_stage", "pad_input", "pick_tile", "resolve_pads", "schedule_conv",
+           "shape_of", "spatial_attr"]
 
 
 def _infer_conv(attrs: Attrs, inputs: Sequence[TensorType | None]) -> list[TensorType]:

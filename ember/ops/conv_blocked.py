@@ -27,7 +27,7 @@ import numpy as np
 
 from ember import te
 from ember.errors import ScheduleError, ShapeError
-from ember.graph.ir import TensorType
+from ember.types import TensorType
 from ember.ops.conv_common import extent, find_stage, pad_input, pick_tile, shape_of
 from ember.ops.generic import inline_injective, schedule_flat, vector_lanes
 from ember.ops.knobs import (
@@ -466,5 +466,5 @@ OPS: dict[str, OpDef] = {
                              attrs={"src_block": 0, "dst_block": 0}),
 }
 
-__all__ = ["ALGORITHMS", "OPS", "ConvKnobs", "LayoutKnobs", "conv_tile", "from_blocked", "pack_depthwise",
-           "pack_direct", "schedule_conv_nchwc", "to_blocked", "vector_lanes"]
+__all__ = ["ALGORITHMS", "OPS", "ConvKnobs", "LayoutKnobs", "conv_tile", "from_blocked",
+           "pack_depthwise", "pack_direct", "schedule_conv_nchwc", "to_blocked", "vector_lanes"]

@@ -21,8 +21,8 @@ import numpy as np
 
 from ember import te
 from ember.errors import ScheduleError, ShapeError
-from ember.graph.ir import TensorType
-from ember.ops.conv import extent, find_stage, pick_tile, shape_of
+from ember.types import TensorType
+from ember.ops.conv import find_stage, pick_tile, shape_of
 from ember.ops.elementwise import broadcast_shape
 from ember.ops.generic import ReductionKnobs, inline_injective, schedule_flat, schedule_reduction
 from ember.ops.knobs import Knobs, Space, Task, in_range, only, resolve_knobs, up_to
@@ -233,7 +233,9 @@ class DenseKnobs(Knobs):
         if kind == "root":
             return Space({"rows": (1,), "cols": (1,), "parallel_rows": (False,)})
         if kind == "dot":
-            return Space({"rows": (1,), "cols": up_to(n, MAX_ROWS), "parallel_rows": (False,)})
+            # at least 4 columns a task (tail guards past N), as the default takes
+            return Space({"rows": (1,), "cols": up_to(max(n, 4), MAX_ROWS),
+                          "parallel_rows": (False,)})
         cols = (width,) if kind == "packed" else \
             tuple(sorted({min(n, 32), *(c for c in (4, 8, 16, 32) if c <= n)}))
         return Space({"rows": up_to(m, MAX_ROWS), "cols": cols,
@@ -257,7 +259,7 @@ class DenseKnobs(Knobs):
         kind, m, n, width, _ = _dense_task(task)
         if kind == "root":
             return
-        in_range(self, "cols", 1, n, "output columns")
+        in_range(self, "cols", 1, max(n, 4) if kind == "dot" else n, "output columns")
         if kind == "dot":
             only(self, "rows", (1,), "for few rows against a transposed B")
             return

@@ -3,22 +3,27 @@
 Every schedule with a choice declares it as a frozen dataclass subclassing `Knobs`:
 
     @dataclass(frozen=True)
-    class DenseKnobs(Knobs):
-        mr: int = 8
-        nr: int = 32
+    class PoolKnobs(Knobs):
+        ow_tile: int = 1
 
         @classmethod
         def space(cls, task: Task) -> Space:      # the enumerable choices for this task
-            return Space({"mr": (4, 6, 8), "nr": (16, 32, 48)})
+            return Space({"ow_tile": up_to(width_of(task), 32)})
 
         @classmethod
-        def default(cls, task: Task) -> "DenseKnobs":   # a heuristic over target facts
-            return cls(mr=8, nr=2 * task.target.vector_lanes("float32"))
+        def default(cls, task: Task) -> PoolKnobs:   # a heuristic over target facts
+            return cls(min(width_of(task), task.target.vector_lanes("float32")))
 
-A schedule is `schedule(outs, target, knobs)`; the op's `OpDef.knobs` names the class.
-The tuner searches `space(task)`, the tuning database stores `knobs.to_dict()`, and
-`ember.compile(..., knobs=...)` applies what it found. No schedule reads process state:
-thread count, vector width and cache sizes come from the target.
+        def check(self, task: Task) -> None:      # what the schedule cannot honour
+            in_range(self, "ow_tile", 1, width_of(task), "output columns")
+
+A schedule is `schedule(outs, target, knobs)` and starts with
+`k = resolve_knobs(PoolKnobs, knobs, outs, target)` (the default when None; wrong family or
+values raise ScheduleError); the op's `OpDef.knobs` names the class (ops with the generic
+schedules: InjectiveKnobs / ReductionKnobs, see `OpDef.knob_family`). The tuner searches
+`space(task)`, the tuning database stores `knobs.to_dict()`, and `ember.compile(...,
+knobs=...)` applies what it found. No schedule reads process state: thread count
+(`Task.threads`, the target's -num-cores), vector width and cache sizes come from the target.
 """
 
 from __future__ import annotations

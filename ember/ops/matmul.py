@@ -36,7 +36,7 @@ class MatmulKnobs(Knobs):
     def space(cls, task: Task) -> Space:
         nr = _panel(task)
         return Space({"mr": (2, 4, 6, 8, 12, 16), "nr": (nr,), "kc": (64, 128, 256, 512, 1024),
-                      "mc": (32, 64, 128, 256), "nc": tuple(nr * f for f in (4, 8, 16, 32)),
+                      "mc": (32, 64, 128, 256), "nc": (128, 256, 512, 1024, 2048),
                       "parallel": (False, True)})
 
     @classmethod

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from ember import dtype as dt
 from ember import te
 from ember.errors import ShapeError, UnsupportedOpError
-from ember.graph.ir import TensorType
-from ember.ops.conv import extent, find_stage, resolve_pads, shape_of, spatial_attr
+from ember.types import TensorType
+from ember.ops.conv import find_stage, resolve_pads, shape_of, spatial_attr
 from ember.ops.generic import inline_injective, schedule_reduction, vector_lanes
 from ember.ops.knobs import Knobs, Space, Task, in_range, resolve_knobs, up_to
 from ember.ops.registry import REQUIRED, Attrs, OpDef, Pattern

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from ember import te
 from ember.errors import ScheduleError, ShapeError, UnsupportedOpError
-from ember.graph.ir import TensorType
+from ember.types import TensorType
 from ember.ops.conv_common import extent, pick_tile, shape_of
 from ember.ops.generic import schedule_flat
 from ember.ops.knobs import Knobs, Space, Task, in_range, resolve_knobs, up_to
