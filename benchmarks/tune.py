@@ -62,7 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{len(tasks)} tasks ({sum(t.weight for t in tasks)} groups) in "
           f"{time.perf_counter() - start:.1f} s", file=sys.stderr)
     start = time.perf_counter()
-    with TuningDatabase(db_path) as db, LocalRunner(MeasureSettings(repeat=5, timeout=15.0)) as runner:
+    settings = MeasureSettings(repeat=5, timeout=15.0)
+    with TuningDatabase(db_path) as db, LocalRunner(settings) as runner:
         states = tune(tasks, db, runner, trials=args.trials, budget_seconds=args.budget,
                       search=args.search, progress=True)
     tuning_seconds = time.perf_counter() - start
