@@ -20,7 +20,6 @@ import numpy as np
 
 from ember.autotune import lowering
 from ember.autotune.lowering import anchor_node
-from ember.errors import TuningError
 from ember.graph.ir import Graph
 from ember.ops.knobs import Knobs, Space
 from ember.target import Target
@@ -145,10 +144,7 @@ def extract_tasks(model: Any, target: Target | str = "llvm", opt_level: int = 3,
     ember Graph) as `ember.compile` would fuse it for `target`, heaviest first."""
     tgt = Target(target)
     groups = lowering.model_groups(model, tgt, opt_level, input_shapes)
-    tasks = tasks_of_groups(groups, tgt, tunable_only)
-    if not tasks and tunable_only and not groups:
-        raise TuningError("extract_tasks: the model has no fused groups")
-    return tasks
+    return tasks_of_groups(groups, tgt, tunable_only)
 
 
 __all__ = ["TuneTask", "anchor_node", "describe", "extract_tasks", "task_key",

@@ -79,6 +79,22 @@ def test_corrupt_and_missing_files(tmp_path):
         TuningDatabase(tmp_path / "missing.sqlite", readonly=True)
 
 
+def test_schema_version_and_readonly_writes(tmp_path):
+    import sqlite3
+
+    path = tmp_path / "db.sqlite"
+    TuningDatabase(path).close()
+    with TuningDatabase(path, readonly=True) as db:
+        with pytest.raises(TuningError, match="db.sqlite': cannot write"):
+            db.add(_record())
+    con = sqlite3.connect(path)
+    con.execute("UPDATE meta SET value = '99' WHERE key = 'schema'")
+    con.commit()
+    con.close()
+    with pytest.raises(TuningError, match="schema version 99, expected 1"):
+        TuningDatabase(path)
+
+
 _WRITER = textwrap.dedent("""
     import sys, time
     from ember.autotune.database import Record, TuningDatabase

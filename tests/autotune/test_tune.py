@@ -102,6 +102,16 @@ def test_tune_then_compile_uses_best_record(model, tasks, tmp_path):
                                rtol=1e-4, atol=1e-4)
 
 
+def test_record_that_does_not_fit_the_family(model, tasks, tmp_path):
+    heavy = next(t for t in tasks if t.family == "ConvKnobs" and t.weight == 2)
+    with TuningDatabase(tmp_path / "db.sqlite") as db:
+        db.add(Record(heavy.key, heavy.family, heavy.description, TARGET,
+                      Target(TARGET).fingerprint, {"tile_size": 3}, (1e-9,), None, None,
+                      "test", time.time()))
+    with pytest.raises(TuningError, match=r"knobs \{'tile_size': 3\} do not fit ConvKnobs"):
+        ember.compile(model, target=TARGET, tuning_db=tmp_path / "db.sqlite", cache=False)
+
+
 def test_missing_database(model):
     with pytest.raises(TuningError, match="tuning database '.*nothing.sqlite' does not exist"):
         ember.compile(model, target=TARGET, tuning_db="/nonexistent/nothing.sqlite")
