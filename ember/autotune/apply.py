@@ -5,15 +5,17 @@ becomes that group's knobs (through `ember.compile(..., knobs=...)`).
     model.stats["knobs"]        # the groups that got tuned knobs, with their values
 
 Only records measured on the same target fingerprint apply: a record from another CPU or
-thread count never applies silently.
+thread count never applies silently. A task's best record applies only where the task's
+default was measured too (successfully) and was slower.
 """
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 
-from ember.autotune.database import Record, TuningDatabase
+from ember.autotune.database import Record, TuningDatabase, knobs_json
 from ember.autotune.task import task_key
 from ember.errors import TuningError
 from ember.autotune.lowering import knob_family
@@ -29,11 +31,16 @@ class DatabaseKnobs:
 
     def __init__(self, db: TuningDatabase, target: Target, given: KnobsArg = None) -> None:
         self.path, self.fingerprint, self.given = db.path, Target(target).fingerprint, given
-        # the best record per task, read once (the file is not held open while compiling)
+        # the best record per task and the fastest run of every candidate, read once (the
+        # file is not held open while compiling)
         self.best: dict[str, Record] = {}
+        self.costs: dict[str, dict[str, float]] = {}
         for r in db.records(fingerprint=self.fingerprint, ok_only=True):
             if r.task_key not in self.best or r.best < self.best[r.task_key].best:
                 self.best[r.task_key] = r
+            seen = self.costs.setdefault(r.task_key, {})
+            name = knobs_json(r.knobs)
+            seen[name] = min(seen.get(name, math.inf), r.best)
         self.applied: dict[str, str] = {}   # group name -> task key of the record applied
 
     def __call__(self, group: FusedGroup, task: Task) -> Knobs | None:
@@ -51,11 +58,17 @@ class DatabaseKnobs:
         if record is None or record.family != family.family():
             return None
         where = f"tuning record of task {record.task} in '{self.path}': "
+        default = family.default(task)
         try:
-            knobs = family.default(task).replace(**dict(record.knobs))
+            knobs = default.replace(**dict(record.knobs))
         except TypeError as error:
             raise TuningError(f"{where}knobs {dict(record.knobs)} do not fit "
                               f"{family.family()} ({error})") from None
+        # only a record measured against the default, and faster, replaces it
+        values = default.to_dict()
+        default_cost = self.costs[key].get(knobs_json({n: values[n] for n in record.knobs}))
+        if default_cost is None or record.best >= default_cost:
+            return None
         self.applied[group.name] = key
         return knobs
 

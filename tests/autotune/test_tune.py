@@ -112,6 +112,22 @@ def test_record_that_does_not_fit_the_family(model, tasks, tmp_path):
         ember.compile(model, target=TARGET, tuning_db=tmp_path / "db.sqlite", cache=False)
 
 
+def test_record_without_a_measured_default_is_not_applied(model, tasks, tmp_path):
+    heavy = next(t for t in tasks if t.family == "ConvKnobs" and t.weight == 2)
+    point = next(p for p in heavy.space().points() if p != heavy.default_point())
+    fingerprint = Target(TARGET).fingerprint
+    with TuningDatabase(tmp_path / "db.sqlite") as db:
+        db.add(Record(heavy.key, heavy.family, heavy.description, TARGET, fingerprint,
+                      point, (1e-9,), None, None, "test", time.time()))
+        from ember.autotune.lowering import knob_task
+
+        task = knob_task(heavy.group, Target(TARGET))
+        assert database_knobs(db, TARGET)(heavy.group, task) is None
+        db.add(Record(heavy.key, heavy.family, heavy.description, TARGET, fingerprint,
+                      heavy.default_point(), (1e-8,), None, None, "test", time.time()))
+        assert database_knobs(db, TARGET)(heavy.group, task) == heavy.knobs_at(point)
+
+
 def test_missing_database(model):
     with pytest.raises(TuningError, match="tuning database '.*nothing.sqlite' does not exist"):
         ember.compile(model, target=TARGET, tuning_db="/nonexistent/nothing.sqlite")
