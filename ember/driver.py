@@ -56,8 +56,9 @@ def import_model(model: Any, input_shapes: Mapping[str, Sequence[int]] | None = 
             raise ArgumentError(f"cannot read '{path}' as an ONNX model: {error}") from None
     if type(model).__name__ == "ModelProto":
         from ember.frontend.onnx import from_onnx
+        from ember.lowering.evaluate import evaluate_node
 
-        return from_onnx(model, input_shapes=input_shapes)
+        return from_onnx(model, input_shapes=input_shapes, evaluate=evaluate_node)
     raise ArgumentError(f"compile: expected a path, an onnx.ModelProto or an ember Graph, got "
                         f"{type(model).__name__}")
 
@@ -114,7 +115,7 @@ def compile(model: Any, target: str | Target = "llvm", opt_level: int = 3,
         from ember.driver_gpu import compile_gpu
 
         return compile_gpu(model, tgt, opt_level, input_shapes,  # type: ignore[return-value]
-                           knobs=knobs)
+                           knobs=knobs, cache=cache)
     start = time.perf_counter()
     if tuning_db is not None:
         from ember.autotune.apply import database_knobs
