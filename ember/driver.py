@@ -157,6 +157,9 @@ def export_library(model: Any, path: str | os.PathLike[str],
     """
     _exportable(model)
     tgt = resolve_target(target)
+    if tgt.kind in ("wasm", "c"):
+        raise ArgumentError(f"export_library: target '{tgt}' makes no shared library; use "
+                            f"ember.export_{tgt.kind}(model, directory)")
     out = export.check_output_path(path)
     cc = export.find_c_compiler(tgt)  # before the compile: fail fast
     built = _prepare(model, tgt, opt_level, input_shapes, cache, jobs, progress,
