@@ -199,3 +199,64 @@ def test_command_line_builds_the_c_server(tmp_path, capsys):
     no_key = subprocess.run([str(tmp_path / "rpc_server")], capture_output=True, text=True,
                             env={"PATH": "/usr/bin"})
     assert no_key.returncode == 2 and "shared key of at least 8 bytes" in no_key.stderr
+
+
+def _fake_server(script):
+    """A one-connection server on 127.0.0.1 that runs `script(conn)`; its port."""
+    import threading
+
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def serve():
+        conn, _ = listener.accept()
+        try:
+            script(conn)
+        finally:
+            conn.close()
+            listener.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    return listener.getsockname()[1]
+
+
+def _hello(version=rpc.VERSION, kind=rpc.HELLO):
+    return rpc.encode_frame(kind, struct.pack("<I", version) + bytes(32))
+
+
+@pytest.mark.parametrize("reply,message", [
+    (lambda c: c.sendall(_hello(kind=rpc.OK)), "not an ember RPC server"),
+    (lambda c: c.sendall(_hello(version=7)), "speaks protocol 7, this client 1"),
+    (lambda c: (c.sendall(_hello()), c.recv(100), c.sendall(rpc.encode_frame(rpc.OK, bytes(32)))),
+     "could not prove it holds the shared key"),
+    (lambda c: c.sendall(b"HTTP/1.1 400 Bad Request\r\n\r\n"), "bad magic"),
+])
+def test_client_refuses_a_server_that_is_not_one(reply, message):
+    port = _fake_server(reply)
+    with pytest.raises(rpc.RPCError, match=message):
+        rpc.connect("127.0.0.1", port, KEY, timeout=10)
+
+
+def test_client_reports_replies_it_cannot_use():
+    def script(conn):
+        conn.sendall(_hello())
+        body = rpc.read_frame(conn, rpc.PREAUTH_LIMIT)[1]
+        conn.sendall(rpc.encode_frame(rpc.OK, rpc.mac(KEY, b"ember-rpc server", body[32:])))
+        rpc.read_frame(conn, 1 << 20)
+        conn.sendall(rpc.encode_frame(rpc.HELLO, b""))  # neither OK nor ERROR
+        rpc.read_frame(conn, 1 << 20)
+        # a RUN reply for a model whose second output is read from the workspace
+        conn.sendall(rpc.encode_frame(rpc.OK, struct.pack("<IQ4sI", 1, 4, bytes(4), 1)
+                                      + struct.pack("<d", 0.5)))
+
+    session = rpc.connect("127.0.0.1", _fake_server(script), KEY, timeout=10)
+    with pytest.raises(rpc.RPCError, match="unexpected reply type 1"):
+        session.info()
+    plan = {"name": "m", "inputs": [{"name": "x", "shape": [1], "dtype": "float32"}],
+            "outputs": [{"name": "y", "shape": [1], "dtype": "float32"},
+                        {"name": "z", "shape": [1], "dtype": "float32"}],
+            "output_sources": [{"kind": "output", "index": 0},
+                               {"kind": "workspace", "index": 0}], "workspace_bytes": 4}
+    remote = rpc.RemoteModel(session, 0, {"plan": plan})
+    with pytest.raises(rpc.RPCError, match="output 'z' is read from the model's workspace"):
+        remote.run({"x": np.zeros(1, np.float32)})
+    session.sock.close()
