@@ -323,7 +323,7 @@ class Server:
             return False
         try:
             conn.sendall(encode_frame(OK, self._handle(kind, body, modules)))
-        except (RPCError, ArgumentError, struct.error, ValueError) as error:
+        except (EmberError, struct.error, ValueError) as error:  # the peer's request
             _send_error(conn, str(error) if not isinstance(error, struct.error)
                         else "malformed request: cut short")
         return True

@@ -260,3 +260,13 @@ def test_client_reports_replies_it_cannot_use():
     with pytest.raises(rpc.RPCError, match="output 'z' is read from the model's workspace"):
         remote.run({"x": np.zeros(1, np.float32)})
     session.sock.close()
+
+
+def test_an_upload_that_is_no_library_is_refused_and_the_session_goes_on(any_server, tmp_path):
+    junk = tmp_path / "junk.so"
+    junk.write_bytes(b"\x7fELF" + bytes(300))
+    with rpc.connect(any_server.host, any_server.port, KEY) as session:
+        with pytest.raises(rpc.RPCError, match="cannot load|not an ember library|truncated"):
+            session.upload(junk)
+        assert session.info()["machine"]
+    assert not list(any_server.work_dir.glob("ember-rpc-*"))  # nothing left on disk
