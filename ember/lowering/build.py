@@ -64,7 +64,8 @@ def build_gpu(func: PrimFunc, target: Any, device: Any = None) -> Any:
     """A DeviceModule running `func` (after lower_gpu) on `device` (default: the target's
     first device)."""
     from ember.codegen.gpu import gpu_code
-    from ember.runtime.device_module import DeviceModule, Launch
+    from ember.lowering.gpu_program import program_launches
+    from ember.runtime.device_module import DeviceModule
     from ember.runtime.devices import default_device
     from ember.codegen.params import params_of
     from ember.tir.function import Buffer
@@ -74,10 +75,7 @@ def build_gpu(func: PrimFunc, target: Any, device: Any = None) -> Any:
     device = device if device is not None else default_device(target.kind)
     buffers = [p for p in func.params if isinstance(p, Buffer)] + list(program.temporaries)
     scalars = [p for p in func.params if isinstance(p, Var)]
-    position = {b.data: i for i, b in enumerate(buffers)}
-    launches = [Launch(k.name, tuple(position[b.data] for b in k.buffers),
-                       tuple(scalars.index(v) for v in k.scalars), k.grid, k.block)
-                for k in program.kernels]
+    launches = program_launches(program, buffers, scalars)
     sizes = [_nbytes(b) for b in program.temporaries]
     if target.kind == "cuda":
         from ember.codegen.nvptx import cuda_to_ptx

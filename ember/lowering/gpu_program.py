@@ -23,9 +23,10 @@ from ember.lowering.cache import KernelCache, cache_key
 from ember.lowering.groups import FusedGroup
 from ember.runtime.device_module import Launch
 from ember.target import Target
+from ember.tir.expr import Var
 from ember.tir.function import Buffer
 
-FORMAT = "ember-gpu-group/1"
+FORMAT = "ember-gpu-group/2"
 
 
 @dataclass(frozen=True)
@@ -38,8 +39,8 @@ class GroupCode:
     temporaries: tuple[int, ...]
 
     def to_bytes(self) -> bytes:
-        launches = [[l.kernel, list(l.buffers), list(l.scalars), list(l.grid), list(l.block)]
-                    for l in self.launches]
+        launches = [[l.kernel, list(l.buffers), list(l.scalars), list(l.grid), list(l.block),
+                     list(l.values)] for l in self.launches]
         return json.dumps({"format": FORMAT, "bodies": self.bodies, "helpers": self.helpers,
                            "launches": launches, "temporaries": self.temporaries}).encode()
 
@@ -50,8 +51,8 @@ class GroupCode:
             d = json.loads(data)
             if d.get("format") != FORMAT:
                 return None
-            launches = tuple(Launch(k, tuple(b), tuple(s), tuple(g), tuple(bl))  # type: ignore
-                             for k, b, s, g, bl in d["launches"])
+            launches = tuple(Launch(k, tuple(b), tuple(s), tuple(g), tuple(bl),  # type: ignore
+                                    tuple(v)) for k, b, s, g, bl, v in d["launches"])
             return cls(tuple(d["bodies"]), tuple(d["helpers"]), launches,
                        tuple(int(t) for t in d["temporaries"]))
         except (ValueError, KeyError, TypeError):
@@ -79,10 +80,21 @@ def lower_group_program(group: FusedGroup, target: Target
     except EmberError as error:
         raise type(error)(f"fused group '{group.name}' ({group.describe()}): {error}") from None
     buffers = [p for p in func.params if isinstance(p, Buffer)] + list(program.temporaries)
+    return program, program_launches(program, buffers, []), tuple(
+        _nbytes(b) for b in program.temporaries)
+
+
+def program_launches(program: DeviceProgram, buffers: Sequence[Buffer],
+                     scalars: Sequence[Var]) -> tuple[Launch, ...]:
+    """The launches of `program` in order (a host loop's kernels once per step, the step
+    passed as an int32 value), buffers and scalars as indices into `buffers` / `scalars`."""
     position = {b.data: i for i, b in enumerate(buffers)}
-    launches = tuple(Launch(k.name, tuple(position[b.data] for b in k.buffers), (), k.grid,
-                            k.block) for k in program.kernels)
-    return program, launches, tuple(_nbytes(b) for b in program.temporaries)
+    launches = []
+    for k, step in program.launch_order():
+        own = tuple(scalars.index(v) for v in k.scalars if v is not k.step)
+        launches.append(Launch(k.name, tuple(position[b.data] for b in k.buffers), own,
+                               k.grid, k.block, () if step is None else (step,)))
+    return tuple(launches)
 
 
 def lower_group_code(group: FusedGroup, target: Target) -> GroupCode:

@@ -19,13 +19,15 @@ from ember.runtime.module import Param, check_argument
 @dataclass(frozen=True)
 class Launch:
     """Run `kernel` over `grid` blocks of `block` threads with buffers `buffers` (indices
-    into the module's parameters, then its temporaries) and scalar parameters `scalars`."""
+    into the module's parameters, then its temporaries), scalar parameters `scalars`, then
+    the int32 constants `values` (a host loop's step)."""
 
     kernel: str
     buffers: tuple[int, ...]
     scalars: tuple[int, ...]
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
+    values: tuple[int, ...] = ()
 
 
 class DeviceModule:
@@ -83,6 +85,7 @@ class DeviceModule:
             for i in launch.buffers:
                 args += self.device.buffer_args(buffers[i], offsets[i])
             args += [scalars[i] for i in launch.scalars]
+            args += [self.device.scalar_arg(v, np.dtype(np.int32)) for v in launch.values]
             events.append(self.device.launch(self.program, launch.kernel, args, launch.grid,
                                              launch.block))
         return events

@@ -96,6 +96,7 @@ class DeviceModel:
                 args: list[Any] = []
                 for i in launch.buffers:
                     args += device.buffer_args(*places[i])
+                args += [device.scalar_arg(v, np.dtype(np.int32)) for v in launch.values]
                 events.append(device.launch(self.program, launch.kernel, args, launch.grid,
                                             launch.block))
         return events

@@ -65,3 +65,14 @@ def test_generate_only_kinds_say_so():
     model = build_model("bert-tiny", layers=1)
     with pytest.raises(ember.errors.EmberError, match="target kind 'metal' generates code only"):
         ember.compile(model, target="metal")
+
+
+def test_lstm_lm_matches_onnxruntime(opencl):
+    """Two stacked LSTMs: each a projection GEMM plus per-step launches on the device."""
+    model = build_model("lstm_lm", layers=2, hidden=32, embed=16, seq_len=8, vocab=50,
+                        batch=2)
+    feeds = random_inputs(model, seed=0)
+    compiled = ember.compile(model, target="opencl", cache=False)
+    (got,) = compiled.run(feeds)
+    (ref,) = ort_outputs(model, feeds)
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)

@@ -6,6 +6,7 @@ from collections.abc import Callable, Sequence
 
 from ember.ops.gpu.conv import GpuConvKnobs
 from ember.ops.gpu.pool import POOL_OPS, GpuPoolKnobs
+from ember.ops.gpu.rnn import GpuRNNKnobs, schedule_rnn_gpu
 from ember.ops.gpu.knobs import GpuInjectiveKnobs, GpuMatmulKnobs, GpuReductionKnobs
 from ember.ops.knobs import Knobs, Task
 from ember.ops.registry import Attrs, OpDef, Pattern
@@ -18,6 +19,7 @@ GPU_KINDS = ("cuda", "rocm", "opencl", "metal")
 # anchor ops whose reduction is a matrix product (shared-memory tiles)
 MATMUL_OPS = ("MatMul", "Gemm", "Dense", "BatchMatMul", "MatMulInteger")
 CONV_OPS = ("Conv", "ConvTranspose")
+RNN_OPS = ("LSTM", "GRU")
 
 
 def is_gpu(target: Target) -> bool:
@@ -38,6 +40,8 @@ def gpu_knobs(opdef: OpDef) -> type[Knobs]:
     """The knob family of the GPU schedule for groups anchored at `opdef`."""
     if opdef.name == "Conv":
         return GpuConvKnobs
+    if opdef.name in RNN_OPS:
+        return GpuRNNKnobs
     if opdef.name in POOL_OPS:
         return GpuPoolKnobs
     if opdef.name in MATMUL_OPS or opdef.name in CONV_OPS:
@@ -56,12 +60,14 @@ def schedule_gpu(opdef: OpDef, outs: Sequence[Tensor], target: Target,
     from ember.te.graph import post_order
     from ember.te.tensor import ScanOp
 
-    if any(isinstance(op, ScanOp) for op in post_order([t.op for t in outs])):
-        raise ScheduleError(f"op '{opdef.name}': recurrences (scan) have no GPU schedule yet; "
-                            "compile this model for a CPU target")
     family = gpu_knobs(opdef)
     task = Task(tuple(outs), target, opdef.name)
     chosen = knobs if isinstance(knobs, family) else family.default(task)
+    if family is GpuRNNKnobs:
+        return schedule_rnn_gpu(outs, target, chosen)  # type: ignore[arg-type]
+    if any(isinstance(op, ScanOp) for op in post_order([t.op for t in outs])):
+        raise ScheduleError(f"op '{opdef.name}': recurrences (scan) have no GPU schedule yet; "
+                            "compile this model for a CPU target")
     if family is GpuConvKnobs:
         from ember.ops.gpu.conv import schedule_conv_gpu
 
