@@ -111,16 +111,16 @@ def compile(model: Any, target: str | Target = "llvm", opt_level: int = 3,
     or given by `knobs`, keep their default or given knobs).
     """
     tgt = resolve_target(target)
+    if tuning_db is not None:
+        from ember.autotune.apply import database_knobs
+
+        knobs = database_knobs(tuning_db, tgt, knobs)
     if tgt.kind in ("cuda", "rocm", "opencl", "metal"):
         from ember.driver_gpu import compile_gpu
 
         return compile_gpu(model, tgt, opt_level, input_shapes,  # type: ignore[return-value]
                            knobs=knobs, cache=cache)
     start = time.perf_counter()
-    if tuning_db is not None:
-        from ember.autotune.apply import database_knobs
-
-        knobs = database_knobs(tuning_db, tgt, knobs)
     built = _prepare(model, tgt, opt_level, input_shapes, cache, jobs, progress,
                      _prepack_default(prepack), knobs=knobs)
     timings = built.timings

@@ -15,7 +15,13 @@ from typing import Any
 from ember.errors import EmberError
 from ember.graph.ir import without_constant_values
 from ember.lowering.cache import KernelCache
-from ember.lowering.gpu_program import GroupCode, device_code, group_code, llvm_code
+from ember.lowering.gpu_program import (
+    GPU_GRAPH_LEVEL,
+    GroupCode,
+    device_code,
+    group_code,
+    llvm_code,
+)
 from ember.lowering.gpu_program import model_source as gpu_model_source
 from ember.lowering.groups import FusedGroup, fused_groups, optimize, plan_memory
 from ember.lowering.prepack import pack_constants, prepacked_calls
@@ -26,8 +32,6 @@ from ember.target import Target
 CacheArg = bool | str | KernelCache
 
 RUNNABLE = ("opencl", "cuda")  # kinds with a device runtime here
-# the blocked (NCHWc) layout of level 3 is sized for CPU vector registers
-GPU_GRAPH_LEVEL = 2
 
 
 def _groups(model: Any, target: Target, opt_level: int,

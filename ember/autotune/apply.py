@@ -31,6 +31,7 @@ class DatabaseKnobs:
 
     def __init__(self, db: TuningDatabase, target: Target, given: KnobsArg = None) -> None:
         self.path, self.fingerprint, self.given = db.path, Target(target).fingerprint, given
+        self.target = Target(target)
         # the best record per task and the fastest run of every candidate, read once (the
         # file is not held open while compiling)
         self.best: dict[str, Record] = {}
@@ -50,7 +51,7 @@ class DatabaseKnobs:
             answer: Knobs | None = self.given(group, task)
             if answer is not None:
                 return answer
-        family = knob_family(group)
+        family = knob_family(group, self.target)
         if family is None:
             return None
         key = task_key(group)

@@ -18,6 +18,7 @@ from ember.lowering.groups import (
     plan_memory,
     without_weights,
 )
+from ember.lowering.gpu_program import GPU_GRAPH_LEVEL
 from ember.lowering.kernel import (
     anchor_of,
     group_compute,
@@ -25,6 +26,8 @@ from ember.lowering.kernel import (
     lower_group_kernels,
     split_constant_stages,
 )
+from ember.lowering.kernel import knob_family as kernel_knob_family
+from ember.ops.gpu import is_gpu
 from ember.ops.knobs import Knobs, NoKnobs, Space, Task
 from ember.ops.registry import get_op
 from ember.target import Target
@@ -39,11 +42,13 @@ def model_groups(model: Any, target: Target, opt_level: int = 3,
                  input_shapes: Mapping[str, Sequence[int]] | None = None
                  ) -> list[FusedGroup]:
     """The fused groups `ember.compile` builds kernels for (a Concat assembled in place by the
-    memory plan has none)."""
+    memory plan has none); for GPU targets as their compile fuses them (graph level at most
+    GPU_GRAPH_LEVEL, weights not packed at compile time)."""
+    gpu = is_gpu(target)
     graph = _import(model, input_shapes)
-    fused = optimize(graph, opt_level, target)
+    fused = optimize(graph, min(opt_level, GPU_GRAPH_LEVEL) if gpu else opt_level, target)
     assembled = getattr(plan_memory(fused), "assembled", set())
-    return [g for g in fused_groups(fused)
+    return [g for g in fused_groups(fused, prepack=not gpu)
             if not (g.outer_outputs and all(v in assembled for v in g.outer_outputs))]
 
 
@@ -60,9 +65,11 @@ def anchor_node(group: FusedGroup) -> Node:
     return anchor_of(group.nodes)
 
 
-def knob_family(group: FusedGroup) -> type[Knobs] | None:
-    """The knob family of the group's anchor op (None: its schedule has no choices)."""
-    family = get_op(anchor_node(group).op).knob_family()
+def knob_family(group: FusedGroup, target: Target | None = None) -> type[Knobs] | None:
+    """The knob family of the group's anchor op on `target` (default: a CPU target; GPU
+    targets have their own schedules); None: its schedule has no choices."""
+    opdef = get_op(anchor_node(group).op)
+    family = opdef.knob_family() if target is None else kernel_knob_family(opdef, target)
     return None if family is NoKnobs else family
 
 
@@ -72,8 +79,8 @@ def knob_task(group: FusedGroup, target: Target) -> Task:
     return group_knobs(group.nodes, group.inputs, group.outputs, target)[0]
 
 
-def _family(group: FusedGroup) -> type[Knobs]:
-    family = knob_family(group)
+def _family(group: FusedGroup, target: Target) -> type[Knobs]:
+    family = knob_family(group, target)
     if family is None:
         raise TuningError(f"fused group '{group.name}' ({group.describe()}): its anchor's "
                           "schedule declares no knobs")
@@ -81,11 +88,11 @@ def _family(group: FusedGroup) -> type[Knobs]:
 
 
 def space_of(group: FusedGroup, target: Target) -> Space:
-    return _family(group).space(knob_task(group, target))
+    return _family(group, target).space(knob_task(group, target))
 
 
 def default_of(group: FusedGroup, target: Target) -> Knobs:
-    return _family(group).default(knob_task(group, target))
+    return _family(group, target).default(knob_task(group, target))
 
 
 def lower_group(group: FusedGroup, target: Target, knobs: Knobs | None = None,
@@ -130,10 +137,17 @@ class GroupKernel:
 
 
 def build_group(group: FusedGroup, target: Target, knobs: Knobs | None,
-                inputs: Sequence[np.ndarray]) -> GroupKernel:
+                inputs: Sequence[np.ndarray]) -> Any:
     """Compile the group's kernels with `knobs`, run its pack kernel once on `inputs` and
-    bind the main kernel's arguments (the timed part is the main kernel alone)."""
+    bind the main kernel's arguments (the timed part is the main kernel alone); on a GPU
+    target, the group's kernels on the device (ember.autotune.gpu_measure)."""
     from ember.lowering.build import build
+
+    if is_gpu(target):
+        from ember.autotune.gpu_measure import GpuGroupKernel
+
+        chosen = knobs if knobs is not None else default_of(group, target)
+        return GpuGroupKernel(group, target, chosen, inputs)
 
     funcs = lower_group(group, target, knobs, optimized=False)  # build runs the pipeline
     main = build(funcs[0], target=target)

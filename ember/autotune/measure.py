@@ -8,7 +8,9 @@ error record instead of the end of the run.
 
 What is measured: after one warm-up call (which is also the checked one), `repeat` timed
 runs of `number` back-to-back calls of the kernel on the same buffers (caches warm, not
-flushed); `number` grows until a run lasts `min_run_seconds`. Costs are seconds per call.
+flushed); `number` grows until a run lasts `min_run_seconds`. Costs are seconds per call:
+host time for CPU kernels, device time (its events) for a kernel with `timed(number)`, as
+GPU kernels are (ember.autotune.gpu_measure).
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from typing import Any, Protocol
 import numpy as np
 
 from ember.errors import TuningError
+
+GPU_KINDS = ("cuda", "rocm", "opencl", "metal")  # target kinds measured on a device
 
 
 @dataclass(frozen=True)
@@ -98,13 +102,22 @@ class Runner(Protocol):
 
 
 # -- in the worker ----------------------------------------------------------------------------
+def _run_seconds(kernel: Kernel, number: int) -> float:
+    """Seconds of `number` back-to-back calls: the kernel's own clock when it has one (a
+    device's events), else the host's."""
+    timed = getattr(kernel, "timed", None)
+    if timed is not None:
+        return float(timed(number))
+    start = time.perf_counter()
+    for _ in range(number):
+        kernel.run()
+    return time.perf_counter() - start
+
+
 def _time(kernel: Kernel, settings: MeasureSettings) -> tuple[float, ...]:
     number = 1
     while True:  # grow the calls per run until one run is long enough to time well
-        start = time.perf_counter()
-        for _ in range(number):
-            kernel.run()
-        elapsed = time.perf_counter() - start
+        elapsed = _run_seconds(kernel, number)
         if elapsed >= settings.min_run_seconds or number >= settings.max_number:
             break
         number = min(settings.max_number,
@@ -112,10 +125,7 @@ def _time(kernel: Kernel, settings: MeasureSettings) -> tuple[float, ...]:
                                                                                  1e-9))))
     costs = [elapsed / number]
     for _ in range(settings.repeat - 1):
-        start = time.perf_counter()
-        for _ in range(number):
-            kernel.run()
-        costs.append((time.perf_counter() - start) / number)
+        costs.append(_run_seconds(kernel, number) / number)
     return tuple(costs)
 
 
@@ -219,7 +229,8 @@ def _worker_main(conn: Connection) -> None:
 
 # -- in the tuner ----------------------------------------------------------------------------
 class _Worker:
-    def __init__(self, context: Any) -> None:
+    def __init__(self, context: Any, method: str) -> None:
+        self.method = method
         self.conn, child = context.Pipe()
         self.process = context.Process(target=_worker_main, args=(child,), daemon=True)
         self.process.start()
@@ -244,21 +255,40 @@ class _Worker:
 
 
 class LocalRunner:
-    """Measures candidates in `workers` worker processes on this machine (forked, so they
-    start with ember loaded); a worker that dies or hangs is replaced."""
+    """Measures candidates in `workers` worker processes on this machine; a worker that dies
+    or hangs is replaced. Workers are forked (they start with ember loaded), except for
+    tasks on GPU targets, whose workers are spawned (fresh interpreters: a device runtime's
+    threads and handles do not survive a fork); `start` forces one method for all."""
 
-    def __init__(self, settings: MeasureSettings | None = None, workers: int = 1) -> None:
+    def __init__(self, settings: MeasureSettings | None = None, workers: int = 1,
+                 start: str | None = None) -> None:
         if workers < 1:
             raise TuningError(f"LocalRunner: workers must be >= 1, got {workers}")
         self.settings = settings or MeasureSettings()
         methods = multiprocessing.get_all_start_methods()
-        self._context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+        if start is not None and start not in methods:
+            raise TuningError(f"LocalRunner: start {start!r} is not a start method here; "
+                              f"expected one of {methods}")
+        self._start = start
+        self._fork = "fork" if "fork" in methods else "spawn"
         self._workers: list[_Worker | None] = [None] * workers
 
-    def _worker(self, slot: int) -> _Worker:
+    def _method(self, task: Measurable) -> str:
+        if self._start is not None:
+            return self._start
+        from ember.target import Target
+
+        target = getattr(task, "target", None)
+        kind = Target(target).kind if isinstance(target, str) else ""
+        return "spawn" if kind in GPU_KINDS else self._fork
+
+    def _worker(self, slot: int, method: str) -> _Worker:
         worker = self._workers[slot]
+        if worker is not None and worker.method != method:
+            self._kill(slot)
+            worker = None
         if worker is None or not worker.process.is_alive():
-            worker = self._workers[slot] = _Worker(self._context)
+            worker = self._workers[slot] = _Worker(multiprocessing.get_context(method), method)
         return worker
 
     def measure(self, task: Measurable, points: Sequence[Mapping[str, Any]]
@@ -271,7 +301,7 @@ class LocalRunner:
                 if slot in busy or not todo:
                     continue
                 index = todo.pop(0)
-                worker = self._worker(slot)
+                worker = self._worker(slot, self._method(task))
                 try:
                     if task.key not in worker.tasks:
                         worker.conn.send(("task", task))

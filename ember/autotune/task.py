@@ -41,7 +41,7 @@ class TuneTask:
 
     @property
     def knob_class(self) -> type[Knobs]:
-        return lowering.knob_family(self.group)
+        return lowering.knob_family(self.group, Target(self.target))
 
     def space(self) -> Space:
         return lowering.space_of(self.group, Target(self.target))
@@ -117,7 +117,7 @@ def tasks_of_groups(groups: Sequence[lowering.FusedGroup], target: Target | str,
     found: dict[str, TuneTask] = {}
     members: dict[str, list[str]] = {}
     for group in groups:
-        family = lowering.knob_family(group)
+        family = lowering.knob_family(group, tgt)
         if family is None:
             continue
         key = task_key(group)

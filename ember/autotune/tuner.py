@@ -135,13 +135,18 @@ def _priority(p: TaskProgress, batch: int) -> float:
     return p.task.weight * best * gain
 
 
-def tune(tasks: Sequence[TuneTask], db: TuningDatabase, runner: Runner | None = None,
-         trials: int = 64, budget_seconds: float | None = None, search: str = "xgb",
-         batch: int = 8, transfer: bool = True, epsilon: float = 0.2,
+def tune(tasks: Sequence[TuneTask] | Any, db: TuningDatabase | None = None,
+         runner: Runner | None = None, trials: int = 64, budget_seconds: float | None = None,
+         search: str = "xgb", batch: int = 8, transfer: bool = True, epsilon: float = 0.2,
          early_stopping: int | None = None, progress: bool = False, seed: int = 0,
-         confirm: int = 1) -> list[TaskProgress]:
+         confirm: int = 1, target: str | Target | None = None) -> list[TaskProgress]:
     """Tune `tasks` for at most `trials` measurements in all (and `budget_seconds`), `batch`
     candidates a round; returns each task's progress (default vs best).
+
+    `tasks` may also be a model (a path, an onnx.ModelProto or an ember Graph): its tasks on
+    `target` (default "llvm"; GPU targets are measured on their device), as in
+    `tune(model, db, target="opencl", trials=16)`. `db` defaults to the tuning database at
+    ember.autotune.default_path().
 
     Then, `confirm` times per task whose best is not its default, the default and the best
     are measured again side by side (the worker kept both built, so this costs runs, not
@@ -153,6 +158,20 @@ def tune(tasks: Sequence[TuneTask], db: TuningDatabase, runner: Runner | None = 
         raise TuningError(f"tune: trials and batch must be >= 1, got {trials} and {batch}")
     from ember.version import __version__
 
+    if not isinstance(tasks, (list, tuple)):  # a model
+        from ember.autotune.task import extract_tasks
+
+        tasks = extract_tasks(tasks, target if target is not None else "llvm")
+    elif target is not None:
+        wrong = [t.description for t in tasks
+                 if str(Target(t.target)) != str(Target(target))]
+        if wrong:
+            raise TuningError(f"tune: target {str(target)!r} given, but tasks {wrong[:3]} "
+                              "were extracted for another target")
+    if db is None:
+        with TuningDatabase() as own_db:
+            return tune(tasks, own_db, runner, trials, budget_seconds, search, batch,
+                        transfer, epsilon, early_stopping, progress, seed, confirm)
     own_runner = runner is None
     runner = runner or LocalRunner()
     deadline = None if budget_seconds is None else time.monotonic() + budget_seconds

@@ -27,6 +27,9 @@ from ember.tir.expr import Var
 from ember.tir.function import Buffer
 
 FORMAT = "ember-gpu-group/2"
+# graph optimization level of GPU compiles: level 3's blocked (NCHWc) layout is sized for
+# CPU vector registers
+GPU_GRAPH_LEVEL = 2
 
 
 @dataclass(frozen=True)
