@@ -1,0 +1,197 @@
+"""ATen neural-network operators as ember ops (the NN table): convolution, matrix products,
+normalization, softmax, pooling and resizing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ember.errors import UnsupportedOpError
+from ember.frontend.torch import Call, Converter, _Importer
+from ember.graph.ir import Value
+
+Result = Any
+
+
+def _ints(value: Any, count: int) -> list[int]:
+    """An int[N] argument: torch lets one value (or a one-element list) stand for all N."""
+    values = [int(v) for v in (value if isinstance(value, (list, tuple)) else [value])]
+    return values * count if len(values) == 1 else values
+
+
+def convert_convolution(imp: _Importer, call: Call) -> Result:
+    x, weight, bias = call["input"], call["weight"], call["bias"]
+    spatial = weight.type.ndim - 2
+    padding = _ints(call["padding"], spatial)
+    attrs: dict[str, Any] = {
+        "kernel_shape": tuple(weight.type.shape[2:]), "strides": tuple(_ints(call["stride"],
+                                                                            spatial)),
+        "dilations": tuple(_ints(call["dilation"], spatial)), "pads": tuple(padding * 2),
+        "group": int(call["groups"])}
+    if call["transposed"]:
+        attrs["output_padding"] = tuple(_ints(call["output_padding"], spatial))
+        return imp.add1("ConvTranspose", [x, weight, bias], attrs)
+    if any(int(p) for p in call["output_padding"] or []):
+        raise UnsupportedOpError("output_padding on a non-transposed convolution is not "
+                                 "supported")
+    return imp.add1("Conv", [x, weight, bias], attrs)
+
+
+def convert_addmm(imp: _Importer, call: Call) -> Result:
+    """addmm(bias, a, b, beta, alpha) = beta * bias + alpha * (a @ b): ONNX's Gemm."""
+    return imp.add1("Gemm", [call["mat1"], call["mat2"], call["self"]],
+                    {"alpha": float(call["alpha"]), "beta": float(call["beta"])})
+
+
+def convert_matmul(imp: _Importer, call: Call) -> Result:
+    other = call.args.get("mat2", call.args.get("other"))
+    return imp.add1("MatMul", [call["self"], other])
+
+
+def _filled(imp: _Importer, call: Call, channels: int, value: float, like: Value) -> Value:
+    return imp.constant(f"{call.label}:{'scale' if value else 'bias'}",
+                        np.full((channels,), value, like.type.dtype.numpy))
+
+
+def convert_batch_norm(imp: _Importer, call: Call) -> Result:
+    x = call["input"]
+    channels = x.type.shape[1]
+    scale = call["weight"] if call["weight"] is not None else _filled(imp, call, channels, 1.0, x)
+    shift = call["bias"] if call["bias"] is not None else _filled(imp, call, channels, 0.0, x)
+    y = imp.add1("BatchNormalization", [x, scale, shift, call["running_mean"],
+                                        call["running_var"]], {"epsilon": float(call["eps"])})
+    return y, None, None
+
+
+def convert_layer_norm(imp: _Importer, call: Call) -> Result:
+    x = call["input"]
+    shape = tuple(int(s) for s in call["normalized_shape"])
+    weight, bias = call["weight"], call["bias"]
+    if weight is None:
+        weight = imp.constant(f"{call.label}:scale", np.ones(shape, x.type.dtype.numpy))
+    if bias is None:
+        bias = imp.constant(f"{call.label}:bias", np.zeros(shape, x.type.dtype.numpy))
+    y = imp.add1("LayerNormalization", [x, weight, bias],
+                 {"axis": -len(shape), "epsilon": float(call["eps"])})
+    return y, None, None
+
+
+def convert_group_norm(imp: _Importer, call: Call) -> Result:
+    """Group norm as instance norm over (N, groups, C/groups * HxW), then the per-channel
+    affine transform."""
+    x = call["input"]
+    groups = int(call["group"])
+    n, c = x.type.shape[0], x.type.shape[1]
+    grouped = imp.add1("Reshape", [x], {"shape": (n, groups, -1)})
+    ones = imp.constant(f"{call.label}:ones", np.ones((groups,), x.type.dtype.numpy))
+    zeros = imp.constant(f"{call.label}:zeros", np.zeros((groups,), x.type.dtype.numpy))
+    normed = imp.add1("InstanceNormalization", [grouped, ones, zeros],
+                      {"epsilon": float(call["eps"])})
+    y = imp.add1("Reshape", [normed], {"shape": x.type.shape})
+    trailing = (1,) * (x.type.ndim - 2)
+    if call["weight"] is not None:
+        scale = imp.add1("Reshape", [call["weight"]], {"shape": (c,) + trailing})
+        y = imp.add1("Mul", [y, scale])
+    if call["bias"] is not None:
+        shift = imp.add1("Reshape", [call["bias"]], {"shape": (c,) + trailing})
+        y = imp.add1("Add", [y, shift])
+    return y, None, None
+
+
+def softmax(op: str) -> Converter:
+    def convert(imp: _Importer, call: Call) -> Result:
+        x = imp.cast(call["self"], call.out_dtype)
+        return imp.add1(op, [x], {"axis": int(call["dim"])})
+    return convert
+
+
+def _pool_attrs(call: Call, spatial: int) -> dict[str, Any]:
+    kernel = _ints(call["kernel_size"], spatial)
+    stride = call["stride"]
+    stride = kernel if not stride else _ints(stride, spatial)
+    padding = _ints(call["padding"], spatial)
+    return {"kernel_shape": tuple(kernel), "strides": tuple(stride),
+            "pads": tuple(padding * 2), "ceil_mode": int(bool(call["ceil_mode"]))}
+
+
+def convert_max_pool(imp: _Importer, call: Call) -> Result:
+    x = call["self"]
+    spatial = x.type.ndim - 2
+    attrs = _pool_attrs(call, spatial)
+    attrs["dilations"] = tuple(_ints(call["dilation"], spatial))
+    y = imp.add1("MaxPool", [x], attrs)
+    return (y, None) if call.target.split(".")[1].endswith("with_indices") else y
+
+
+def convert_avg_pool(imp: _Importer, call: Call) -> Result:
+    x = call["self"]
+    if call.args.get("divisor_override") is not None:
+        raise UnsupportedOpError("divisor_override is not supported")
+    attrs = _pool_attrs(call, x.type.ndim - 2)
+    attrs["count_include_pad"] = int(bool(call["count_include_pad"]))
+    return imp.add1("AveragePool", [x], attrs)
+
+
+def adaptive_pool(op: str, global_op: str) -> Converter:
+    """Adaptive pooling whose output size divides the input: one fixed window."""
+    def convert(imp: _Importer, call: Call) -> Result:
+        x = call["self"]
+        spatial = x.type.ndim - 2
+        sizes = [x.type.shape[2 + i] if s is None else int(s)
+                 for i, s in enumerate(_ints(call["output_size"], spatial))]
+        inputs = x.type.shape[2:]
+        with_indices = op == "MaxPool"
+        if all(s == 1 for s in sizes):
+            y = imp.add1(global_op, [x])
+        elif all(i % s == 0 for i, s in zip(inputs, sizes)):
+            kernel = tuple(i // s for i, s in zip(inputs, sizes))
+            y = imp.add1(op, [x], {"kernel_shape": kernel, "strides": kernel})
+        else:
+            raise UnsupportedOpError(f"adaptive pooling from {tuple(inputs)} to {tuple(sizes)} "
+                                     "(sizes that do not divide) is not supported")
+        return (y, None) if with_indices else y
+    return convert
+
+
+def convert_upsample(imp: _Importer, call: Call) -> Result:
+    x = call.args.get("self", call.args.get("input"))
+    spatial = x.type.ndim - 2
+    sizes = call["output_size"]
+    scales = call.args.get("scale_factors")
+    if sizes is None and scales is not None:
+        sizes = [int(np.floor(d * float(s))) for d, s in zip(x.type.shape[2:],
+                                                            _floats(scales, spatial))]
+    if sizes is None:
+        raise UnsupportedOpError("resizing without output_size or scale_factors")
+    full = tuple(x.type.shape[:2]) + tuple(int(s) for s in sizes)
+    attrs: dict[str, Any] = {"sizes": full}
+    if "nearest" in call.target:
+        # torch's nearest: source index floor(dst * in / out)
+        attrs.update(mode="nearest", coordinate_transformation_mode="asymmetric",
+                     nearest_mode="floor")
+    else:
+        attrs.update(mode="linear", coordinate_transformation_mode=(
+            "align_corners" if call["align_corners"] else "pytorch_half_pixel"))
+    return imp.add1("Resize", [x], attrs)
+
+
+def _floats(value: Any, count: int) -> list[float]:
+    values = [float(v) for v in (value if isinstance(value, (list, tuple)) else [value])]
+    return values * count if len(values) == 1 else values
+
+
+NN: dict[str, Converter] = {
+    "convolution": convert_convolution, "addmm": convert_addmm, "mm": convert_matmul,
+    "bmm": convert_matmul, "matmul": convert_matmul,
+    "_native_batch_norm_legit_no_training": convert_batch_norm,
+    "native_layer_norm": convert_layer_norm, "native_group_norm": convert_group_norm,
+    "_softmax": softmax("Softmax"), "_log_softmax": softmax("LogSoftmax"),
+    "max_pool2d_with_indices": convert_max_pool, "max_pool2d": convert_max_pool,
+    "max_pool1d": convert_max_pool, "max_pool3d_with_indices": convert_max_pool,
+    "avg_pool2d": convert_avg_pool, "avg_pool1d": convert_avg_pool,
+    "avg_pool3d": convert_avg_pool,
+    "_adaptive_avg_pool2d": adaptive_pool("AveragePool", "GlobalAveragePool"),
+    "adaptive_max_pool2d": adaptive_pool("MaxPool", "GlobalMaxPool"),
+    "upsample_nearest2d": convert_upsample, "upsample_bilinear2d": convert_upsample,
+}
