@@ -36,9 +36,19 @@ PARALLEL_MIN_KERNELS = 8  # fewer kernels compile faster than worker processes s
 __all__ = ["CompiledModel", "compile", "compile_kernel", "import_model", "lower_group"]
 
 
-def import_model(model: Any, input_shapes: Mapping[str, Sequence[int]] | None = None
-                 ) -> Graph:
-    """A Graph from a path to an .onnx file, an onnx.ModelProto or a Graph (returned as is)."""
+def import_model(model: Any, input_shapes: Mapping[str, Sequence[int]] | None = None,
+                 example_inputs: Sequence[Any] | None = None) -> Graph:
+    """A Graph from a path to an .onnx file, an onnx.ModelProto, a torch.nn.Module (exported
+    on `example_inputs`) or a Graph (returned as is)."""
+    if _is_torch_module(model):
+        if example_inputs is None:
+            raise ArgumentError("compile: a torch.nn.Module needs example_inputs=(tensor, ...) "
+                                "to be exported with torch.export")
+        from ember.frontend.torch import from_torch
+
+        return from_torch(model, example_inputs)
+    if example_inputs is not None:
+        raise ArgumentError("example_inputs only applies to torch.nn.Module models")
     if isinstance(model, Graph):
         if input_shapes:
             raise ArgumentError("input_shapes only applies to ONNX models; an ember Graph "
@@ -61,8 +71,14 @@ def import_model(model: Any, input_shapes: Mapping[str, Sequence[int]] | None = 
         from ember.frontend.onnx import from_onnx
 
         return from_onnx(model, input_shapes=input_shapes)
-    raise ArgumentError(f"compile: expected a path, an onnx.ModelProto or an ember Graph, got "
-                        f"{type(model).__name__}")
+    raise ArgumentError(f"compile: expected a path, an onnx.ModelProto, a torch.nn.Module or an "
+                        f"ember Graph, got {type(model).__name__}")
+
+
+def _is_torch_module(model: Any) -> bool:
+    """True for a torch.nn.Module, without importing torch for other models."""
+    return any(c.__module__ == "torch.nn.modules.module" and c.__name__ == "Module"
+               for c in type(model).__mro__)
 
 
 def lower_kernels(group: FusedGroup, target: Target | str = "llvm") -> list[PrimFunc]:
@@ -253,14 +269,15 @@ def prepare(model: Any, target: Target, opt_level: int = 3,
             input_shapes: Mapping[str, Sequence[int]] | None = None,
             cache: bool | str | os.PathLike[str] | KernelCache = True,
             jobs: int | None = None, progress: bool | None = None,
-            prepack: bool | None = None, pic: bool = False) -> Prepared:
+            prepack: bool | None = None, pic: bool = False,
+            example_inputs: Sequence[Any] | None = None) -> Prepared:
     """Everything of `compile` before linking: the packed weights' slots in the blob are
     zero until the pack jobs run (`run_pack_jobs`)."""
     if not isinstance(opt_level, int) or not 0 <= opt_level <= 3:
         raise ArgumentError(f"opt_level must be an int in [0, 3], got {opt_level!r}")
     timings: dict[str, float] = {}
     start = time.perf_counter()
-    graph = import_model(model, input_shapes)
+    graph = import_model(model, input_shapes, example_inputs)
     timings["import"] = time.perf_counter() - start
     fused = optimize(graph, opt_level, target)
     timings["optimize"] = time.perf_counter() - start - sum(timings.values())
@@ -286,18 +303,22 @@ def compile(model: Any, target: str | Target = "llvm", opt_level: int = 3,
             input_shapes: Mapping[str, Sequence[int]] | None = None,
             cache: bool | str | os.PathLike[str] | KernelCache = True,
             jobs: int | None = None, progress: bool | None = None,
-            prepack: bool | None = None) -> CompiledModel:
-    """Compile a model (path, onnx.ModelProto or ember Graph) into a runnable CompiledModel.
+            prepack: bool | None = None, example_inputs: Sequence[Any] | None = None
+            ) -> CompiledModel:
+    """Compile a model (path, onnx.ModelProto, torch.nn.Module or ember Graph) into a
+    runnable CompiledModel.
 
         model = ember.compile("mobilenet.onnx")
         (probs,) = model(x)
+        model = ember.compile(net.eval(), example_inputs=(torch.randn(1, 3, 224, 224),))
 
     `prepack` (default: on unless EMBER_PREPACK=0) computes the weight-only stages of the
     kernels (packed panels, transposed weights) once here instead of on every run.
     """
     tgt = Target(target)
     start = time.perf_counter()
-    built = prepare(model, tgt, opt_level, input_shapes, cache, jobs, progress, prepack)
+    built = prepare(model, tgt, opt_level, input_shapes, cache, jobs, progress, prepack,
+                    example_inputs=example_inputs)
     timings = built.timings
     linked = link(built.plan, built.objects, tgt)
     timings["link"] = time.perf_counter() - start - sum(timings.values())

@@ -234,13 +234,13 @@ class _Importer:
             self._problem(node, name, f"call of {name} is not an ATen operator")
             return
         args = self._bind(node, target)
-        if any(_has_unknown(a) for a in args.values()):
-            self.env[node] = _UNKNOWN                 # its cause is already reported
-            return
         packet = target.overloadpacket.__name__
         converter = table.get(packet) if target.namespace == "aten" else None
         if converter is None:
             self._problem(node, name, f"operator {name} is not supported")
+            return
+        if any(_has_unknown(a) for a in args.values()):
+            self.env[node] = _UNKNOWN                 # its cause is already reported
             return
         self.call = Call(node, node.name, name, args)
         try:
