@@ -87,8 +87,17 @@ def from_exported_program(program: Any, example_inputs: Sequence[Any] = (),
 
     example_inputs: the user inputs' tensors, which fix sizes left symbolic in the program;
     constant_inputs: user inputs (by position) whose values are fixed, made constants."""
-    program = program.run_decompositions()
+    program = program.run_decompositions(_decompositions())
     return _Importer(program, list(example_inputs), dict(constant_inputs or {}), name).run()
+
+
+def _decompositions() -> Any:
+    """torch.export's core ATen table, keeping the operators ember converts as a whole
+    (attention: its decomposition retraces views that some models cannot replay)."""
+    table = torch.export.default_decompositions()
+    for op in (torch.ops.aten.scaled_dot_product_attention.default,):
+        table.pop(op, None)
+    return table
 
 
 _UNKNOWN: Any = Value.__new__(Value)  # a value that could not be imported (see `problems`)

@@ -181,7 +181,44 @@ def _floats(value: Any, count: int) -> list[float]:
     return values * count if len(values) == 1 else values
 
 
+def convert_attention(imp: _Importer, call: Call) -> Result:
+    """scaled_dot_product_attention: softmax(q k^T * scale + mask) v, torch's math form; rows
+    a boolean mask hides entirely give zeros, as in torch."""
+    q, k, v, mask = call["query"], call["key"], call["value"], call["attn_mask"]
+    if float(call["dropout_p"]) != 0.0:
+        raise UnsupportedOpError("dropout_p != 0 (training) is not supported")
+    if k.type.shape[-3:-2] != q.type.shape[-3:-2] and q.type.ndim >= 3:
+        raise UnsupportedOpError(f"key heads {k.type.shape[-3]} differ from query heads "
+                                 f"{q.type.shape[-3]} (grouped-query attention)")
+    dtype = q.type.dtype
+    rank = q.type.ndim
+    scale = call["scale"]
+    scale = 1.0 / float(np.sqrt(q.type.shape[-1])) if scale is None else float(scale)
+    perm = tuple(range(rank - 2)) + (rank - 1, rank - 2)
+    scores = imp.add1("MatMul", [imp.add1("Mul", [q, imp.scalar(scale, dtype)]),
+                                 imp.add1("Transpose", [k], {"perm": perm})])
+    length, source = q.type.shape[-2], k.type.shape[-2]
+    hidden = None
+    if call["is_causal"]:
+        allowed = np.tril(np.ones((length, source), bool))
+        bias = np.where(allowed, 0.0, -np.inf).astype(dtype.numpy)
+        scores = imp.add1("Add", [scores, imp.constant(f"{call.label}:causal", bias)])
+    if mask is not None and mask.type.dtype.is_bool:
+        hidden = imp.add1("Not", [mask])
+        mask = imp.add1("Where", [mask, imp.scalar(0.0, dtype), imp.scalar(-np.inf, dtype)])
+    if mask is not None:
+        scores = imp.add1("Add", [scores, imp.cast(mask, dtype)])
+    probs = imp.add1("Softmax", [scores], {"axis": -1})
+    if hidden is not None:
+        all_hidden = imp.add1("Cast", [imp.add1("ReduceMin", [imp.cast(hidden, dtype)],
+                                                {"axes": (hidden.type.ndim - 1,),
+                                                 "keepdims": 1})], {"to": 9})
+        probs = imp.add1("Where", [all_hidden, imp.scalar(0.0, dtype), probs])
+    return imp.add1("MatMul", [probs, v])
+
+
 NN: dict[str, Converter] = {
+    "scaled_dot_product_attention": convert_attention,
     "convolution": convert_convolution, "addmm": convert_addmm, "mm": convert_matmul,
     "bmm": convert_matmul, "matmul": convert_matmul,
     "_native_batch_norm_legit_no_training": convert_batch_norm,

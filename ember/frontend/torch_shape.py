@@ -139,18 +139,40 @@ def convert_index_select(imp: _Importer, call: Call) -> Result:
 
 
 def convert_index(imp: _Importer, call: Call) -> Result:
-    """x[..., idx, ...] with one integer index tensor (the others None): a Gather."""
+    """x[i0, i1, ...] with integer index tensors (None: the whole dim).
+
+    One index tensor is a Gather. Several are broadcast and stacked into GatherND's index
+    tuples over the indexed dims moved to the front; like torch, the broadcast dims then
+    come first, or, when the indexed dims are adjacent, where the first of them was."""
     x, indices = call["self"], call["indices"]
     given = [i for i, t in enumerate(indices) if t is not None]
-    if len(given) != 1:
-        raise UnsupportedOpError(f"indexing with {len(given)} index tensors is not supported "
-                                 "(one integer index tensor is)")
-    (axis,) = given
-    index = indices[axis]
-    if index.type.dtype.is_bool:
+    if any(indices[i].type.dtype.is_bool for i in given):
         raise UnsupportedOpError("indexing with a boolean mask is not supported (its result's "
                                  "shape depends on the data)")
-    return imp.add1("Gather", [x, index], {"axis": axis})
+    if len(given) == 1:
+        return imp.add1("Gather", [x, indices[given[0]]], {"axis": given[0]})
+    from ember.ops.elementwise import broadcast_shape
+
+    rank = x.type.ndim
+    shape = broadcast_shape(*[indices[i].type.shape for i in given])
+    parts = []
+    for i in given:
+        index = imp.cast(indices[i], _INT64)
+        if index.type.shape != shape:
+            index = imp.add1("Expand", [index], {"shape": shape})
+        parts.append(imp.add1("Unsqueeze", [index], {"axes": (len(shape),)}))
+    stacked = imp.add1("Concat", parts, {"axis": len(shape)})
+    rest = [d for d in range(rank) if d not in given]
+    front = x if given == list(range(len(given))) else \
+        imp.add1("Transpose", [x], {"perm": tuple(given + rest)})
+    out = imp.add1("GatherND", [front, stacked])        # broadcast dims, then `rest`
+    adjacent = given == list(range(given[0], given[-1] + 1))
+    lead = given[0]
+    if not adjacent or lead == 0:
+        return out
+    b = len(shape)                                      # move rest[:lead] ahead of them
+    perm = tuple(range(b, b + lead)) + tuple(range(b)) + tuple(range(b + lead, out.type.ndim))
+    return imp.add1("Transpose", [out], {"perm": perm})
 
 
 def convert_gather(imp: _Importer, call: Call) -> Result:

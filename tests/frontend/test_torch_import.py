@@ -75,6 +75,7 @@ class Attention(nn.Module):
         y, weights = self.mha(x, x, x, attn_mask=causal, key_padding_mask=padding)
         q = self.norm(y).view(2, seq, 4, 4).transpose(1, 2)
         keep = torch.ones(seq, seq, dtype=torch.bool).tril()
+        keep[2] = False                   # a row hidden entirely gives zeros, as in torch
         z = nn.functional.scaled_dot_product_attention(q, q, q, attn_mask=keep)
         return nn.functional.gelu(z, approximate="tanh"), weights
 
