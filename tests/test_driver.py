@@ -6,8 +6,8 @@ import pytest
 import ember
 from ember.errors import ArgumentError
 from ember.graph.ir import GraphBuilder
-from ember.runtime.cache import KernelCache
-from ember.runtime.saved import load_compiled, save_compiled
+from ember.lowering.cache import KernelCache
+from ember.lowering.saved import load_compiled, save_compiled
 
 SHAPE = (3, 50)
 
@@ -170,7 +170,6 @@ def test_compile_rejects_bad_models(tmp_path):
 
 
 def test_onnx_model_against_onnxruntime():
-    pytest.importorskip("ember.frontend.onnx")
     onnx = pytest.importorskip("onnx")
     ort = pytest.importorskip("onnxruntime")
     from onnx import TensorProto, helper
@@ -222,7 +221,6 @@ def test_graph_without_kernels_and_constant_outputs():
 def test_fire_module_concat_is_assembled_in_place():
     """A squeezenet fire module: two conv branches concatenated on channels (blocked layout)
     are written straight into the concatenation; numbers match onnxruntime."""
-    pytest.importorskip("ember.frontend.onnx")
     onnx = pytest.importorskip("onnx")
     ort = pytest.importorskip("onnxruntime")
     from onnx import TensorProto, helper
@@ -252,3 +250,27 @@ def test_fire_module_concat_is_assembled_in_place():
     want = ort.InferenceSession(model.SerializeToString(),
                                 providers=["CPUExecutionProvider"]).run(None, {"x": x})
     np.testing.assert_allclose(compiled.run({"x": x})[0], want[0], rtol=1e-4, atol=1e-4)
+
+
+def test_host_target_carries_the_thread_count_into_the_cache_key(tmp_path):
+    from ember.driver import resolve_target
+    from ember.runtime import threadpool
+
+    previous = threadpool.num_threads()
+    try:
+        threadpool.set_num_threads(1)
+        one = resolve_target("llvm")
+        threadpool.set_num_threads(2)
+        two = resolve_target("llvm")
+    finally:
+        threadpool.set_num_threads(previous)
+    assert one.num_cores == 1 and two.num_cores == 2 and str(one) != str(two)
+    assert resolve_target("llvm -num-cores=3").num_cores == 3  # given: kept
+    assert "num-cores" not in str(resolve_target("llvm -mtriple=aarch64-linux-gnu"))
+    graph, _ = _graph()
+    cache = KernelCache(tmp_path)
+    a = ember.compile(graph, target=str(one), cache=cache)
+    b = ember.compile(graph, target=str(two), cache=cache)  # not the 1-thread kernels
+    again = ember.compile(graph, target=str(two), cache=cache)
+    assert a.stats["compiled"] >= 1 and b.stats["compiled"] == a.stats["compiled"]
+    assert again.stats["compiled"] == 0

@@ -1,5 +1,5 @@
 """Turn a group of graph nodes into one kernel: te computes chained, the anchor's schedule,
-then ember.build. Also `run_op`, the one-op test helper.
+then ember.lowering.build. Also `run_op`, the one-op test helper.
 
 Weight stages are computed at compile time: a stage that reads only constant inputs (the
 panels of a packed B, a transposed recurrent weight, a blocked convolution kernel) would
@@ -21,6 +21,7 @@ import numpy as np
 
 from ember import te
 from ember.errors import EmberError
+from ember.lowering.build import build
 from ember.graph.ir import Node, TensorType, Value, tensor_type
 from ember.ops.generic import (
     inline_injective,
@@ -80,6 +81,10 @@ def group_compute(nodes: Sequence[Node], inputs: Sequence[Value]
 
 
 def schedule_for(opdef: OpDef, outs: Sequence[Tensor], target: Target) -> Schedule:
+    from ember.ops.gpu import is_gpu, schedule_gpu
+
+    if is_gpu(target):  # GPU targets: the same computes, the schedules of ember.ops.gpu
+        return schedule_gpu(opdef, outs, target)
     if opdef.schedule is not None:
         return opdef.schedule(outs, target)
     if opdef.pattern <= Pattern.INJECTIVE:
@@ -269,7 +274,9 @@ def lower_group_kernels(nodes: Sequence[Node], inputs: Sequence[Value],
     s = schedule_for(get_op(anchor_of(nodes).op), list(split.outputs), tgt)
     inline_copies(s, split.copies)
     args = [placeholders[i] for i in split.main_inputs] + list(split.packed) + list(split.outputs)
-    main = lower_schedule(s, args, name)
+    from ember.ops.gpu import is_gpu
+
+    main = lower_schedule(s, args, name, gpu=is_gpu(tgt))
     pack = None
     if not split.empty:
         ps = schedule_pack(split.sources, tgt)
@@ -286,9 +293,7 @@ def build_group(name: str, nodes: Sequence[Node], inputs: Sequence[Value],
     outs = [env[v] for v in outputs]
     anchor = get_op(anchor_of(nodes).op)
     s = schedule_for(anchor, outs, tgt)
-    import ember
-
-    return ember.build(s, [*placeholders, *outs], target=tgt, name=_ident(name))
+    return build(s, [*placeholders, *outs], target=tgt, name=_ident(name))
 
 
 def build_prepacked(name: str, nodes: Sequence[Node], inputs: Sequence[Value],
@@ -297,11 +302,9 @@ def build_prepacked(name: str, nodes: Sequence[Node], inputs: Sequence[Value],
     """The main and pack kernels of a group whose inputs flagged in `constant` are weights:
     call `pack(*[inputs[i] for i in split.pack_inputs], *packed)` once, then
     `main(*[inputs[i] for i in split.main_inputs], *packed, *outputs)`."""
-    import ember
-
     kernels = lower_group_kernels(nodes, inputs, outputs, _ident(name), target, constant)
-    main = ember.build(kernels.main, target=target)
-    pack = ember.build(kernels.pack, target=target) if kernels.pack is not None else None
+    main = build(kernels.main, target=target)
+    pack = build(kernels.pack, target=target) if kernels.pack is not None else None
     return main, pack, kernels.split
 
 
