@@ -20,24 +20,6 @@ from ember.graph.ir import Value
 Result = Any
 
 
-def _axis(dim: int, rank: int) -> int:
-    return dim + rank if dim < 0 else dim
-
-
-def _dims(dims: Any, rank: int) -> tuple[int, ...]:
-    """Normalized reduction dims; None or [] means every dim (torch's convention)."""
-    if dims is None or (isinstance(dims, list) and not dims):
-        return tuple(range(rank))
-    if isinstance(dims, int):
-        dims = [dims]
-    return tuple(sorted(_axis(int(d), rank) for d in dims))
-
-
-def _pair(value: Any, count: int = 2) -> list[int]:
-    values = [int(v) for v in (value if isinstance(value, (list, tuple)) else [value])]
-    return values * count if len(values) == 1 else values
-
-
 # elementwise --------------------------------------------------------------------------------
 def _operand(imp: _Importer, value: Any, dtype: dt.DType) -> Value:
     """A tensor operand cast to `dtype`, or a Python scalar as a constant of `dtype`."""
@@ -246,7 +228,8 @@ def convert_arange(imp: _Importer, call: Call) -> Result:
 
 def convert_sym_size(imp: _Importer, call: Call) -> Result:
     x = call["self"]
-    return x.type.shape[_axis(int(call["dim"]), x.type.ndim)]
+    dim = int(call["dim"])
+    return x.type.shape[dim + x.type.ndim if dim < 0 else dim]
 
 
 def convert_sym_numel(imp: _Importer, call: Call) -> Result:

@@ -257,6 +257,9 @@ def reduce(op: str) -> Converter:
         x = imp.cast(x, dt.parse("int32") if boolean else dtype)
         if not axes:                                     # a 0-d tensor: nothing to reduce
             out = x
+        elif op == "ReduceMean" and keep and x.type.ndim >= 3 \
+                and axes == tuple(range(2, x.type.ndim)):  # an image's global average pool
+            out = imp.add1("GlobalAveragePool", [x])
         else:
             out = imp.add1(op, [x], {"axes": axes, "keepdims": keep})
         return imp.cast(out, dtype) if boolean else out

@@ -135,3 +135,41 @@ def test_attribute_parsing():
     assert parse_attr("True") is True and parse_attr("false") is False
     assert parse_attr("0.001") == 0.001 and parse_attr("relu") == "relu"
     assert parse_attr("None") is None
+
+
+@pytest.mark.parametrize("op, attrs, shape, message", [
+    ("Deconvolution", {"kernel": "(2, 2)", "num_filter": "1", "target_shape": "(4, 4)"},
+     (1, 1, 2, 2), "target_shape is not supported"),
+    ("BatchNorm", {"axis": "3"}, (1, 2, 2, 2), "axis=3 is not supported"),
+    ("LeakyReLU", {"act_type": "rrelu"}, (1, 2), "act_type 'rrelu' is not supported"),
+    ("Pooling", {"kernel": "(2, 2)", "pool_type": "lp"}, (1, 1, 4, 4),
+     "pool_type 'lp' is not supported"),
+    ("Pooling", {"kernel": "(2, 2)", "pooling_convention": "same"}, (1, 1, 4, 4),
+     "pooling_convention 'same'"),
+    ("Reshape", {"shape": "(-3, 2)"}, (2, 2, 2), "special values -2, -3 and -4"),
+    ("Reshape", {"shape": "(4, 2)", "reverse": "True"}, (2, 2, 2), "reverse=True"),
+    ("mean", {"axis": "1", "exclude": "True"}, (2, 2), "exclude=True"),
+    ("UpSampling", {"scale": "2", "sample_type": "bilinear"}, (1, 1, 2, 2),
+     "only nearest upsampling"),
+])
+def test_unsupported_attributes_name_the_node(op, attrs, shape, message):
+    nodes = [{"op": "null", "name": "data", "inputs": []}]
+    inputs = [[0, 0, 0]]
+    if op in ("Deconvolution", "BatchNorm"):
+        count = 1 if op == "Deconvolution" else 4
+        for i in range(count):
+            nodes.append({"op": "null", "name": f"w{i}", "inputs": []})
+            inputs.append([len(nodes) - 1, 0, 0])
+    nodes.append({"op": op, "name": "bad", "attrs": attrs, "inputs": inputs})
+    weights = {"w0": np.ones((1, 1, 2, 2) if op == "Deconvolution" else (2,), np.float32)}
+    weights.update({f"w{i}": np.ones((2,), np.float32) for i in (1, 2, 3)})
+    symbol = {"nodes": nodes, "arg_nodes": [0], "heads": [[len(nodes) - 1, 0, 0]]}
+    with pytest.raises(UnsupportedOpError, match=f"node 'bad' \\({op}\\): {message}"):
+        from_mxnet(symbol, weights, {"data": shape})
+
+
+def test_input_type_flag_must_be_known():
+    symbol = _symbol(("relu", {}))
+    symbol["nodes"][0]["attrs"] = {"__dtype__": "12", "__shape__": "(1, 2)"}
+    with pytest.raises(UnsupportedOpError, match="input 'data': type flag 12"):
+        from_mxnet(symbol, {})

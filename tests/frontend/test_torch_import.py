@@ -8,7 +8,7 @@ import pytest
 torch = pytest.importorskip("torch")   # only torch's absence skips; ember's modules must import
 
 import ember  # noqa: E402
-from ember.errors import ArgumentError, ModelError, UnsupportedOpError  # noqa: E402
+from ember.errors import ArgumentError, ModelError, ShapeError, UnsupportedOpError  # noqa: E402
 from ember.frontend.torch import from_torch  # noqa: E402
 from ember.zoo import torch_nets  # noqa: E402
 
@@ -229,3 +229,63 @@ def test_training_only_outputs_are_rejected():
 
     with pytest.raises(UnsupportedOpError, match="output 1 of aten.max_pool2d_with_indices"):
         from_torch(Indices(), (randn(1, 1, 4, 4),))
+
+
+class _Lambda(nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *xs):
+        return self.fn(*xs)
+
+
+_F = nn.functional
+
+
+@pytest.mark.parametrize("fn, inputs, message", [
+    (lambda n: torch.div(n, 3, rounding_mode="floor"), [torch.arange(4)],
+     "rounding_mode='floor' on integers"),
+    (lambda x: _F.elu(x) * 0 + torch.ops.aten.elu(x, 1.0, 2.0), [randn(3)],
+     "elu with scale or input_scale"),
+    (lambda x: x[x > 0], [randn(4)], "boolean mask"),
+    (lambda x: _F.pad(x, (-1, 0)), [randn(2, 4)], "negative padding"),
+    (lambda x: _F.avg_pool2d(x, 2, divisor_override=3), [randn(1, 1, 4, 4)],
+     "divisor_override"),
+    (lambda x: torch.ops.aten._adaptive_avg_pool2d(x, [3, 3]), [randn(1, 1, 5, 5)],
+     r"adaptive pooling from \(5, 5\) to \(3, 3\)"),
+    (lambda n: n & 3, [torch.arange(4)], "bitwise operators on integers"),
+    (lambda q, k: _F.scaled_dot_product_attention(q, k, k, enable_gqa=True),
+     [randn(1, 4, 3, 2), randn(1, 2, 3, 2)], "grouped-query attention"),
+])
+def test_unsupported_arguments_name_the_operator(fn, inputs, message):
+    with pytest.raises(UnsupportedOpError, match=message):
+        from_torch(_Lambda(fn), tuple(inputs))
+
+
+def test_mutated_buffers_and_non_tensor_outputs_are_rejected():
+    class Counter(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("count", torch.zeros(1))
+
+        def forward(self, x):
+            self.count.add_(1)
+            return x + self.count
+
+    with pytest.raises(UnsupportedOpError, match="BUFFER_MUTATION.*mutates a buffer"):
+        from_torch(Counter(), (randn(2),))
+    with pytest.raises(UnsupportedOpError, match="output .* is a int; only tensor outputs"):
+        from_torch(_Lambda(lambda x: (x * 2, x.shape[0])), (randn(3),))
+
+
+def test_exported_program_inputs_must_match():
+    from ember.frontend.torch import from_exported_program
+
+    batch = torch.export.Dim("batch", min=2, max=8)
+    program = torch.export.export(_Lambda(lambda x: x.relu()), (randn(3, 2),),
+                                  dynamic_shapes=({0: batch},))
+    with pytest.raises(ArgumentError, match="has 1 tensor inputs but 2 example inputs"):
+        from_exported_program(program, [randn(3, 2), randn(3, 2)])
+    with pytest.raises(ShapeError, match="symbolic dims.*pass example inputs"):
+        from_exported_program(program)
