@@ -121,6 +121,8 @@ class Call:
         val = self.node.meta.get("val")
         if isinstance(val, (list, tuple)):
             val = val[0]
+        if not isinstance(val, torch.Tensor):
+            raise UnsupportedOpError("torch.export recorded no tensor type for the output")
         return torch_dtype(val.dtype, f"node '{self.label}' ({self.target})")
 
 
