@@ -1,8 +1,9 @@
 """The PyTorch frontend against the ONNX path: the same torch module (random weights),
 imported by from_torch and by exporting it to ONNX first, compiled by ember, timed side by
-side; PyTorch eager and onnxruntime on the same weights as peers.
+side, and the module through torch.compile(backend="ember"); PyTorch eager and onnxruntime
+on the same weights as peers.
 
-    python benchmarks/torch_frontend.py --models resnet18 mobilenet_v2 --runs 30
+    python benchmarks/torch_frontend.py --models resnet18 mobilenet_v2 bert-base --runs 30
 
 Runs are interleaved in blocks (one block of each system per round, the order rotated,
 a pause before each block), so a change in machine load hits every system alike; the table
@@ -29,14 +30,28 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import torch  # noqa: E402
 
 import ember  # noqa: E402
+import ember.torch_compile  # noqa: E402,F401 - registers torch.compile(backend="ember")
 from ember.frontend.torch import from_torch  # noqa: E402
 from ember.runtime import threadpool  # noqa: E402
 from ember.zoo import torch_nets  # noqa: E402
 
-MODELS: dict[str, Callable[[], Any]] = {
-    "resnet18": lambda: torch_nets.resnet18(),
-    "mobilenet_v2": lambda: torch_nets.mobilenet_v2(),
-    "resnet50": lambda: torch_nets.resnet50(),
+def _image(size: int) -> dict[str, torch.Tensor]:
+    return {"input": torch.randn(1, 3, size, size, generator=torch.Generator().manual_seed(0))}
+
+
+def _tokens(seq: int) -> dict[str, torch.Tensor]:
+    ids = torch.randint(0, 30522, (1, seq), generator=torch.Generator().manual_seed(0))
+    mask = torch.ones(1, seq, dtype=torch.int64)
+    mask[0, seq * 3 // 4:] = 0
+    return {"input_ids": ids, "attention_mask": mask}
+
+
+# name -> (module builder, inputs builder from --image / --seq)
+MODELS: dict[str, tuple[Callable[[], Any], Callable[[argparse.Namespace], Any]]] = {
+    "resnet18": (lambda: torch_nets.resnet18(), lambda a: _image(a.image)),
+    "mobilenet_v2": (lambda: torch_nets.mobilenet_v2(), lambda a: _image(a.image)),
+    "resnet50": (lambda: torch_nets.resnet50(), lambda a: _image(a.image)),
+    "bert-base": (lambda: torch_nets.bert(), lambda a: _tokens(a.seq)),
 }
 
 
@@ -51,56 +66,69 @@ def cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
-def onnx_bytes(module: Any, x: torch.Tensor) -> bytes:
+def onnx_bytes(module: Any, inputs: dict[str, torch.Tensor]) -> bytes:
     buffer = io.BytesIO()
-    torch.onnx.export(module, (x,), buffer, dynamo=False, opset_version=17,
-                      input_names=["input"], output_names=["output"])
+    torch.onnx.export(module, tuple(inputs.values()), buffer, dynamo=False, opset_version=17,
+                      input_names=list(inputs), output_names=["output"])
     return buffer.getvalue()
 
 
-def build(name: str, image: int) -> tuple[dict[str, Callable[[], Any]], dict[str, float],
-                                          np.ndarray]:
-    """The systems' run functions for one model, their build seconds, PyTorch's output."""
-    module = MODELS[name]()
-    x = torch.randn(1, 3, image, image, generator=torch.Generator().manual_seed(0))
-    feed = x.numpy()
-    from ember.frontend.onnx import from_onnx
-
-    seconds: dict[str, Any] = {}
-    start = time.perf_counter()
-    torch_graph = from_torch(module, (x,))
-    seconds["import from_torch"] = time.perf_counter() - start
-    proto = onnx_bytes(module, x)
-    start = time.perf_counter()
-    onnx_graph = from_onnx(proto)
-    seconds["import ONNX"] = time.perf_counter() - start
-    from_torch_model = ember.compile(torch_graph)
-    onnx_model = ember.compile(onnx_graph)
-    seconds["groups"] = (from_torch_model.stats["groups"], onnx_model.stats["groups"])
+def build(name: str, args: argparse.Namespace
+          ) -> tuple[dict[str, Callable[[], Any]], dict[str, Any]]:
+    """The systems' run functions for one model and facts about their builds; exits if an
+    ember build does not give PyTorch's output."""
     import onnxruntime as ort
 
+    from ember.frontend.onnx import from_onnx
+
+    make_module, make_inputs = MODELS[name]
+    module = make_module()
+    inputs = make_inputs(args)
+    tensors = tuple(inputs.values())
+    feeds = {k: v.numpy() for k, v in inputs.items()}
+    facts: dict[str, Any] = {}
+    start = time.perf_counter()
+    torch_graph = from_torch(module, tensors)
+    facts["import from_torch"] = time.perf_counter() - start
+    proto = onnx_bytes(module, inputs)
+    start = time.perf_counter()
+    onnx_graph = from_onnx(proto)
+    facts["import ONNX"] = time.perf_counter() - start
+    from_torch_model = ember.compile(torch_graph)
+    onnx_model = ember.compile(onnx_graph)
+    facts["kernels"] = (from_torch_model.stats["groups"], onnx_model.stats["groups"])
     options = ort.SessionOptions()
     options.intra_op_num_threads = threadpool.num_threads()
     session = ort.InferenceSession(proto, options, providers=["CPUExecutionProvider"])
+    compiled = torch.compile(module, backend="ember")
     with torch.inference_mode():
-        expected = module(x).numpy()
+        expected = module(*tensors).numpy()
+        start = time.perf_counter()
+        compiled(*tensors)                     # capture and compile
+        facts["torch.compile build"] = time.perf_counter() - start
 
     def eager() -> Any:
         with torch.inference_mode():
-            return module(x)
+            return module(*tensors)
+
+    def dynamo() -> Any:
+        with torch.inference_mode():
+            return compiled(*tensors)
 
     systems = {
-        "ember from_torch": lambda: from_torch_model.run([feed]),
-        "ember ONNX": lambda: onnx_model.run([feed]),
-        "onnxruntime": lambda: session.run(None, {"input": feed}),
+        "ember from_torch": lambda: from_torch_model.run(list(feeds.values())),
+        "ember ONNX": lambda: onnx_model.run(list(feeds.values())),
+        "ember torch.compile": dynamo,
+        "onnxruntime": lambda: session.run(None, feeds),
         "torch eager": eager,
     }
-    for label in ("ember from_torch", "ember ONNX"):
-        got = systems[label]()[0]
+    for label in ("ember from_torch", "ember ONNX", "ember torch.compile"):
+        got = np.asarray(systems[label]()[0])
         error = float(np.abs(got - expected).max() / max(np.abs(expected).max(), 1e-12))
         if error > 1e-3:
             raise SystemExit(f"{name}: {label} differs from PyTorch (max rel error {error:.2e})")
-    return systems, seconds, expected
+        facts[f"error {label}"] = error
+    return systems, facts
 
 
 def measure(systems: dict[str, Callable[[], Any]], runs: int, warmup: int, rounds: int
@@ -126,9 +154,10 @@ def measure(systems: dict[str, Callable[[], Any]], runs: int, warmup: int, round
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", nargs="+", default=["resnet18", "mobilenet_v2"],
+    parser.add_argument("--models", nargs="+", default=["resnet18", "mobilenet_v2", "bert-base"],
                         choices=sorted(MODELS))
     parser.add_argument("--image", type=int, default=224)
+    parser.add_argument("--seq", type=int, default=128)
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--rounds", type=int, default=5)
@@ -138,17 +167,18 @@ def main() -> None:
     print(f"CPU: {cpu_model()}, {threads} threads, torch {torch.__version__}, "
           f"load average {os.getloadavg()[0]:.1f}")
     header = ("| model | ember from_torch (ms) | ember ONNX (ms) | from_torch / ONNX | "
-              "onnxruntime (ms) | torch eager (ms) | import from_torch / ONNX (s) | "
-              "kernels from_torch / ONNX |")
-    lines = [header, "|" + "---|" * 8]
+              "ember torch.compile (ms) | onnxruntime (ms) | torch eager (ms) | "
+              "import from_torch / ONNX (s) | kernels from_torch / ONNX |")
+    lines = [header, "|" + "---|" * 9]
     for name in args.models:
-        systems, seconds, _ = build(name, args.image)
+        systems, facts = build(name, args)
         ms = measure(systems, args.runs, args.warmup, args.rounds)
         ratio = ms["ember from_torch"] / ms["ember ONNX"]
         lines.append(f"| {name} | {ms['ember from_torch']:.2f} | {ms['ember ONNX']:.2f} | "
-                     f"{ratio:.3f} | {ms['onnxruntime']:.2f} | {ms['torch eager']:.2f} | "
-                     f"{seconds['import from_torch']:.1f} / {seconds['import ONNX']:.1f} | "
-                     f"{seconds['groups'][0]} / {seconds['groups'][1]} |")
+                     f"{ratio:.3f} | {ms['ember torch.compile']:.2f} | "
+                     f"{ms['onnxruntime']:.2f} | {ms['torch eager']:.2f} | "
+                     f"{facts['import from_torch']:.1f} / {facts['import ONNX']:.1f} | "
+                     f"{facts['kernels'][0]} / {facts['kernels'][1]} |")
         print(lines[-1], flush=True)
     print("\n".join(lines))
 

@@ -38,10 +38,25 @@ def convert_convolution(imp: _Importer, call: Call) -> Result:
     return imp.add1("Conv", [x, weight, bias], attrs)
 
 
+def _transposed_source(imp: _Importer, value: Value) -> Value | None:
+    """The matrix whose 2-D transpose `value` is, when a Transpose node just made it."""
+    for node in reversed(imp.builder.nodes):
+        if node.outputs[0] is value:
+            if node.op == "Transpose" and tuple(node.attrs.get("perm") or ()) == (1, 0):
+                return node.inputs[0]
+            return None
+    return None
+
+
 def convert_addmm(imp: _Importer, call: Call) -> Result:
-    """addmm(bias, a, b, beta, alpha) = beta * bias + alpha * (a @ b): ONNX's Gemm."""
-    return imp.add1("Gemm", [call["mat1"], call["mat2"], call["self"]],
-                    {"alpha": float(call["alpha"]), "beta": float(call["beta"])})
+    """addmm(bias, a, b, beta, alpha) = beta * bias + alpha * (a @ b): ONNX's Gemm. A linear
+    layer's b is its weight transposed: Gemm reads the weight itself (transB), as an ONNX
+    export would, and the transpose dies."""
+    attrs = {"alpha": float(call["alpha"]), "beta": float(call["beta"])}
+    weight = _transposed_source(imp, call["mat2"])
+    if weight is not None:
+        return imp.add1("Gemm", [call["mat1"], weight, call["self"]], {**attrs, "transB": 1})
+    return imp.add1("Gemm", [call["mat1"], call["mat2"], call["self"]], attrs)
 
 
 def convert_matmul(imp: _Importer, call: Call) -> Result:

@@ -146,7 +146,7 @@ def test_attribute_parsing():
      "pool_type 'lp' is not supported"),
     ("Pooling", {"kernel": "(2, 2)", "pooling_convention": "same"}, (1, 1, 4, 4),
      "pooling_convention 'same'"),
-    ("Reshape", {"shape": "(-3, 2)"}, (2, 2, 2), "special values -2, -3 and -4"),
+    ("Reshape", {"shape": "(-3, 2)"}, (2, 2, 2), r"shape \(-3, 2\): the special values"),
     ("Reshape", {"shape": "(4, 2)", "reverse": "True"}, (2, 2, 2), "reverse=True"),
     ("mean", {"axis": "1", "exclude": "True"}, (2, 2), "exclude=True"),
     ("UpSampling", {"scale": "2", "sample_type": "bilinear"}, (1, 1, 2, 2),
