@@ -38,21 +38,48 @@ def convert_convolution(imp: _Importer, call: Call) -> Result:
     return imp.add1("Conv", [x, weight, bias], attrs)
 
 
-def _transposed_source(imp: _Importer, value: Value) -> Value | None:
-    """The matrix whose 2-D transpose `value` is, when a Transpose node just made it."""
+def _producer(imp: _Importer, value: Value, op: str) -> Any:
+    """The node of kind `op` that made `value`, if the last node making it is one."""
     for node in reversed(imp.builder.nodes):
         if node.outputs[0] is value:
-            if node.op == "Transpose" and tuple(node.attrs.get("perm") or ()) == (1, 0):
-                return node.inputs[0]
-            return None
+            return node if node.op == op else None
+    return None
+
+
+def _transposed_source(imp: _Importer, value: Value) -> Value | None:
+    """The matrix whose 2-D transpose `value` is, when a Transpose node just made it."""
+    node = _producer(imp, value, "Transpose")
+    if node is not None and tuple(node.attrs.get("perm") or ()) == (1, 0):
+        return node.inputs[0]
+    return None
+
+
+def _flattened_source(imp: _Importer, value: Value) -> Value | None:
+    """The tensor [..., K] that a Reshape just flattened into the matrix `value` [M, K]."""
+    node = _producer(imp, value, "Reshape")
+    if node is None:
+        return None
+    source = node.inputs[0]
+    rows, k = value.type.shape
+    if source.type.ndim > 2 and source.type.shape[-1] == k \
+            and int(np.prod(source.type.shape[:-1], dtype=np.int64)) == rows:
+        return source
     return None
 
 
 def convert_addmm(imp: _Importer, call: Call) -> Result:
     """addmm(bias, a, b, beta, alpha) = beta * bias + alpha * (a @ b): ONNX's Gemm. A linear
     layer's b is its weight transposed: Gemm reads the weight itself (transB), as an ONNX
-    export would, and the transpose dies."""
+    export would, and the transpose dies. On a tensor of rank > 2 flattened just before,
+    it is MatMul + Add on that tensor."""
     attrs = {"alpha": float(call["alpha"]), "beta": float(call["beta"])}
+    source = _flattened_source(imp, call["mat1"])
+    if source is not None and attrs == {"alpha": 1.0, "beta": 1.0}:
+        # a linear layer on [..., K]: MatMul and Add on the unflattened tensor, as an ONNX
+        # export has it, so the reshapes on both sides cancel instead of copying
+        y = imp.add1("Add", [imp.add1("MatMul", [source, call["mat2"]]), call["self"]])
+        return imp.add1("Reshape", [y], {"shape": call["mat1"].type.shape[:1]
+                                          + call["mat2"].type.shape[1:]})
     weight = _transposed_source(imp, call["mat2"])
     if weight is not None:
         return imp.add1("Gemm", [call["mat1"], weight, call["self"]], {**attrs, "transB": 1})
