@@ -20,7 +20,7 @@ from ember.errors import ArgumentError, EmberError
 from ember.graph.ir import Graph, without_constant_values
 from ember.lowering import export
 from ember.lowering.cache import KernelCache
-from ember.lowering.compile import Prepared, prepare
+from ember.lowering.compile import KnobsArg, Prepared, prepare
 from ember.lowering.link import link
 from ember.lowering.prepack import run_pack_jobs
 from ember.runtime import threadpool
@@ -66,8 +66,9 @@ def import_model(model: Any, input_shapes: Mapping[str, Sequence[int]] | None = 
             raise ArgumentError(f"cannot read '{path}' as an ONNX model: {error}") from None
     if type(model).__name__ == "ModelProto":
         from ember.frontend.onnx import from_onnx
+        from ember.lowering.evaluate import evaluate_node
 
-        return from_onnx(model, input_shapes=input_shapes)
+        return from_onnx(model, input_shapes=input_shapes, evaluate=evaluate_node)
     raise ArgumentError(f"compile: expected a path, an onnx.ModelProto, a torch.nn.Module or an "
                         f"ember Graph, got {type(model).__name__}")
 
@@ -98,11 +99,12 @@ def _prepack_default(prepack: bool | None) -> bool:
 def _prepare(model: Any, target: Target, opt_level: int,
              input_shapes: Mapping[str, Sequence[int]] | None, cache: CacheArg,
              jobs: int | None, progress: bool | None, prepack: bool, pic: bool = False,
-             example_inputs: Sequence[Any] | None = None) -> Prepared:
+             knobs: KnobsArg = None, example_inputs: Sequence[Any] | None = None
+             ) -> Prepared:
     start = time.perf_counter()
     graph = import_model(model, input_shapes, example_inputs)
     seconds = time.perf_counter() - start
-    built = prepare(graph, target, opt_level, cache, jobs, progress, prepack, pic)
+    built = prepare(graph, target, opt_level, cache, jobs, progress, prepack, pic, knobs)
     built.timings["import"] = seconds
     return built
 
@@ -110,8 +112,9 @@ def _prepare(model: Any, target: Target, opt_level: int,
 def compile(model: Any, target: str | Target = "llvm", opt_level: int = 3,
             input_shapes: Mapping[str, Sequence[int]] | None = None,
             cache: CacheArg = True, jobs: int | None = None, progress: bool | None = None,
-            prepack: bool | None = None, example_inputs: Sequence[Any] | None = None
-            ) -> CompiledModel:
+            prepack: bool | None = None, knobs: KnobsArg = None,
+            tuning_db: str | os.PathLike[str] | None = None,
+            example_inputs: Sequence[Any] | None = None) -> CompiledModel:
     """Compile a model (path, onnx.ModelProto, torch.nn.Module or ember Graph) into a
     runnable CompiledModel.
 
@@ -121,6 +124,11 @@ def compile(model: Any, target: str | Target = "llvm", opt_level: int = 3,
 
     `prepack` (default: on unless EMBER_PREPACK=0) computes the weight-only stages of the
     kernels (packed panels, transposed weights) once here instead of on every run.
+    `knobs` sets the schedules' choices: a mapping from fused group name to Knobs, or a
+    function (group, task) -> Knobs | None (None: the default); the knobs each group ran
+    with are in `model.stats["knobs"]`. `tuning_db`: a tuning database whose best record
+    for each group's task on this target supplies the group's knobs (groups without one,
+    or given by `knobs`, keep their default or given knobs).
     """
     tgt = resolve_target(target)
     if tgt.kind in ("cuda", "rocm", "opencl", "metal"):
@@ -129,10 +137,15 @@ def compile(model: Any, target: str | Target = "llvm", opt_level: int = 3,
         if example_inputs is not None:
             model = import_model(model, input_shapes, example_inputs)
             input_shapes = None
-        return compile_gpu(model, tgt, opt_level, input_shapes)  # type: ignore[return-value]
+        return compile_gpu(model, tgt, opt_level, input_shapes,  # type: ignore[return-value]
+                           knobs=knobs, cache=cache)
     start = time.perf_counter()
+    if tuning_db is not None:
+        from ember.autotune.apply import database_knobs
+
+        knobs = database_knobs(tuning_db, tgt, knobs)
     built = _prepare(model, tgt, opt_level, input_shapes, cache, jobs, progress,
-                     _prepack_default(prepack), example_inputs=example_inputs)
+                     _prepack_default(prepack), knobs=knobs, example_inputs=example_inputs)
     timings = built.timings
     linked = link(built.plan, built.objects, tgt)
     timings["link"] = time.perf_counter() - start - sum(timings.values())

@@ -43,3 +43,7 @@ class VerifyError(EmberError):
 
 class ModelError(EmberError, ValueError):
     """A model file is malformed or inconsistent (fails the checker, names undefined values)."""
+
+
+class TuningError(EmberError):
+    """The tuning database or a tuning run cannot go on (corrupt file, bad record, bad task)."""
