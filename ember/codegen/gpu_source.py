@@ -5,6 +5,12 @@ block index, how shared memory and barriers are spelled and what the math functi
 called; the expressions are C in all three and print through the C back end's ExprPrinter.
 A loop bound to a thread axis becomes that axis' index (guarded when the loop is shorter
 than the launch); shared buffers are declared once at the top of the kernel.
+
+A vector Store whose lanes are contiguous in global memory prints as one vector store of a
+vector built lane by lane, and each contiguous vector Load in its value as one vector load
+(ember.codegen.gpu_vector decides when); loads under a condition (select, && / ||) stay
+scalar, as they may be out of bounds where the condition is false. float16 buffers are
+stored as halves and computed in float where the dialect has half loads and stores.
 """
 
 from __future__ import annotations
@@ -13,10 +19,17 @@ from dataclasses import dataclass, field
 from collections.abc import Iterable, Sequence
 from typing import Callable
 
-from ember.codegen.c_expr import ExprPrinter, always_true
+from ember.codegen.c_expr import COND, EQUAL, PRIMARY, ExprPrinter, always_true
 from ember.codegen.c_helpers import helper_source
 from ember.codegen.c_names import Scopes, compute_ctype, storage_ctype
 from ember.codegen.gpu_kernels import DeviceProgram, Kernel
+from ember.codegen.gpu_vector import (
+    HALF_ROUND,
+    VECTOR_STEMS,
+    HalfSpec,
+    VectorSpec,
+    vector_access,
+)
 from ember.dtype import DType
 from ember.errors import CodegenError
 from ember.tir import expr as E
@@ -46,6 +59,8 @@ class Dialect:
     scalar_param: Callable[[E.Var, str, int], str]
     functions: dict[str, str] = field(default_factory=dict)  # C name -> dialect name
     reserved: tuple[str, ...] = ()
+    vectors: VectorSpec | None = None         # vector loads / stores (None: scalar only)
+    half: HalfSpec | None = None              # float16 storage (None: refused)
 
 
 class _GpuExprPrinter(ExprPrinter):
@@ -56,6 +71,52 @@ class _GpuExprPrinter(ExprPrinter):
         super().__init__(scopes, buffer_types)
         self.dialect = dialect
         self.spaces = spaces
+        self.vector_loads: dict[int, str] | None = None  # while printing a vector store
+        self._conditional = 0
+
+    def print(self, e: E.Expr, lane: str | None) -> tuple[str, int]:
+        if isinstance(e, (E.Select, E.And, E.Or)):
+            self._conditional += 1
+            try:
+                return super().print(e, lane)
+            finally:
+                self._conditional -= 1
+        return super().print(e, lane)
+
+    def _load(self, e: E.Load, lane: str | None) -> tuple[str, int]:
+        half = self.dialect.half
+        if e.buffer.dtype.is_float and e.buffer.dtype.bits == 16 and half is not None:
+            return self._half_load(e, lane, half)
+        loads = self.vector_loads
+        spec = self.dialect.vectors
+        if (loads is None or spec is None or self._conditional or lane is None
+                or (e.predicate is not None and not always_true(e.predicate))
+                or len(e.indices) != 1):
+            return super()._load(e, lane)
+        storage = storage_ctype(e.buffer.dtype)
+        lanes = vector_access(spec, e.buffer, e.indices[0], storage)
+        if not lanes:
+            return super()._load(e, lane)
+        if id(e) not in loads:
+            vtype = spec.type_name(VECTOR_STEMS[storage], lanes)
+            base = self.expr(e.indices[0].base, None, bare=True)  # type: ignore[attr-defined]
+            name = self.scopes.fresh("vload")
+            text = spec.load(vtype, self.pointer(e.buffer, "load"), base)
+            self.prelude.append(f"const {vtype} {name} = {text};")
+            loads[id(e)] = name
+        return f"{loads[id(e)]}{spec.field(int(lane))}", PRIMARY
+
+    def helper(self, name: str) -> str:
+        if name == "ember_f16_round" and self.dialect.half is not None:
+            return HALF_ROUND  # the dialect's own, in its prelude
+        return super().helper(name)
+
+    def _half_load(self, e: E.Load, lane: str | None, half: HalfSpec) -> tuple[str, int]:
+        text = half.load(self.pointer(e.buffer, "load"), self.index(e.indices, e.buffer, lane))
+        if e.predicate is not None and not always_true(e.predicate):
+            cond = self.sub(e.predicate, lane, EQUAL)
+            return f"{cond} ? {text} : 0.0f", COND
+        return text, PRIMARY
 
     def function_name(self, intrinsic: str, bits: int) -> str:
         name = super().function_name(intrinsic, bits)
@@ -249,6 +310,8 @@ class KernelPrinter:
         if lanes == 1:
             self._store_lane(s, None)
             return
+        if self._vector_store(s):
+            return
         self.scopes.push()
         lane = self.scopes.fresh("lane")
         self.emit(f"for (int32_t {lane} = 0; {lane} < {lanes}; ++{lane}) {{")
@@ -258,10 +321,45 @@ class KernelPrinter:
         self.emit("}")
         self.scopes.pop()
 
+    def _vector_store(self, s: S.Store) -> bool:
+        """Print `s` as one vector store (and its contiguous loads as vector loads) when the
+        dialect and the access allow; False when it must go lane by lane."""
+        spec = self.dialect.vectors
+        if (spec is None or len(s.indices) != 1
+                or (s.predicate is not None and not always_true(s.predicate))):
+            return False
+        storage = storage_ctype(s.buffer.dtype)
+        lanes = vector_access(spec, s.buffer, s.indices[0], storage)
+        if not lanes:
+            return False
+        vtype = spec.type_name(VECTOR_STEMS[storage], lanes)
+        self.scopes.push()
+        self.emit("{")
+        self.depth += 1
+        name = self.scopes.fresh("vstore")
+        self.emit(f"{vtype} {name};")
+        self.exprs.vector_loads = {}
+        try:
+            for lane in range(lanes):
+                value = self.exprs.expr(s.value, str(lane))
+                self.flush()
+                self.emit(f"{name}{spec.field(lane)} = {value};")
+        finally:
+            self.exprs.vector_loads = None
+        base = self.exprs.expr(s.indices[0].base, None, bare=True)  # type: ignore[attr-defined]
+        self.flush()
+        self.emit(spec.store(vtype, name, self.exprs.pointer(s.buffer, "store"), base) + ";")
+        self.depth -= 1
+        self.emit("}")
+        self.scopes.pop()
+        return True
+
     def _store_lane(self, s: S.Store, lane: str | None) -> None:
-        if s.buffer.dtype.is_float and s.buffer.dtype.bits == 16:
+        half = s.buffer.dtype.is_float and s.buffer.dtype.bits == 16
+        if half and self.dialect.half is None:
             raise CodegenError(f"store into float16 buffer '{s.buffer.name}': the "
-                               f"{self.dialect.name} back end computes float32/float64 only")
+                               f"{self.dialect.name} back end has no float16 storage "
+                               "(compute in float32, or target OpenCL or CUDA)")
         pointer = self.exprs.pointer(s.buffer, "store")
         index = self.exprs.index(s.indices, s.buffer, lane)
         value = self.exprs.expr(s.value, lane)
@@ -269,7 +367,11 @@ class KernelPrinter:
         if s.predicate is not None and not always_true(s.predicate):
             predicate = self.exprs.expr(s.predicate, lane)
         self.flush()
-        line = f"{pointer}[{index}] = {value};"
+        if half:
+            assert self.dialect.half is not None
+            line = self.dialect.half.store(pointer, index, value) + ";"
+        else:
+            line = f"{pointer}[{index}] = {value};"
         self.emit(line if predicate is None else f"if ({predicate}) {{ {line} }}")
 
     def _let(self, s: S.LetStmt) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from ember.codegen.c_names import compute_ctype
 from ember.codegen.gpu_kernels import DeviceProgram, Kernel, split_kernels
 from ember.codegen.gpu_source import Dialect, codegen_source
+from ember.codegen.gpu_vector import HalfSpec, VectorSpec
 from ember.tir import expr as E
 from ember.tir.function import Buffer, PrimFunc
 
@@ -28,7 +29,13 @@ typedef ushort uint16_t;
 typedef uint uint32_t;
 typedef ulong uint64_t;
 #define INT64_C(x) ((long)(x##L))
-#define UINT64_C(x) ((ulong)(x##UL))"""
+#define UINT64_C(x) ((ulong)(x##UL))
+/* float16 storage through the core vload_half / vstore_half: no cl_khr_fp16 needed */
+static inline float ember_half_round(float v) {
+    ushort bits;
+    vstore_half(v, 0, (half*)&bits);
+    return vload_half(0, (const half*)&bits);
+}"""
 
 # OpenCL's math built-ins are overloaded on the type: exp, not expf
 _FUNCTIONS = {
@@ -63,6 +70,23 @@ def _scalar(var: E.Var, name: str, position: int) -> str:
     return f"{compute_ctype(var.dtype)} {name}"
 
 
+_LANES = "0123456789abcdef"
+
+
+def _width(vtype: str) -> str:
+    """The lane count of an OpenCL vector type name: float4 -> 4."""
+    return vtype.lstrip("abcdefghijklmnopqrstuvwxyz")
+
+# vloadN / vstoreN need only element alignment; N = 2, 4, 8, 16 (3 pads to 4 in memory)
+VECTORS = VectorSpec(
+    widths=(2, 4, 8, 16), aligned=False, type_name=lambda stem, n: f"{stem}{n}",
+    load=lambda vtype, ptr, index: f"vload{_width(vtype)}(0, {ptr} + {index})",
+    store=lambda vtype, value, ptr, index: f"vstore{_width(vtype)}({value}, 0, {ptr} + {index})",
+    field=lambda lane: f".s{_LANES[lane]}")
+HALF = HalfSpec(
+    load=lambda ptr, index: f"vload_half({index}, (const __global half*){ptr})",
+    store=lambda ptr, index, value: f"vstore_half({value}, {index}, (__global half*){ptr})")
+
 OPENCL = Dialect(
     name="OpenCL", prelude=_PRELUDE, helper_prefix="static inline",
     global_space="__global", shared_space="__local",
@@ -70,7 +94,9 @@ OPENCL = Dialect(
     param=_param, bind_param=_bind_param, scalar_param=_scalar, functions=_FUNCTIONS,
     reserved=("kernel", "global", "local", "private", "constant", "barrier", "half", "uchar",
               "ushort", "uint", "ulong", "size_t", "get_group_id", "get_local_id", "rint",
-              "read_only", "write_only", "image2d_t", "sampler_t", "event_t", "vec_step"),
+              "read_only", "write_only", "image2d_t", "sampler_t", "event_t", "vec_step",
+              "vload_half", "vstore_half", "ember_half_round"),
+    vectors=VECTORS, half=HALF,
 )
 
 

@@ -34,13 +34,20 @@ def product(ivs: Sequence[IterVar]) -> int:
     return total
 
 
-def bind_flat(stage: Stage, threads: int, axes: Sequence[IterVar] | None = None) -> None:
-    """Fuse `axes` (default: the stage's spatial axes) and bind them to blocks of threads."""
+def bind_flat(stage: Stage, threads: int, axes: Sequence[IterVar] | None = None,
+              vector: int = 1) -> None:
+    """Fuse `axes` (default: the stage's spatial axes) and bind them to blocks of threads;
+    with `vector` > 1 (and dividing the fused extent), each thread computes `vector`
+    consecutive elements as one vector (contiguous ones load and store as float4...)."""
     axes = list(stage.op.axis if axes is None else axes)  # type: ignore[attr-defined]
     if not axes:
         return
     fused = stage.fuse(*axes) if len(axes) > 1 else axes[0]
     total = product(axes)
+    if vector > 1 and total % vector == 0 and total > vector:
+        fused, lanes = stage.split(fused, vector)
+        stage.vectorize(lanes)
+        total //= vector
     if total <= threads:
         stage.bind(fused, "threadIdx.x")
         return
@@ -60,7 +67,7 @@ def schedule_injective(outs: Sequence[Tensor], target: Target,
     s = te.create_schedule([t.op for t in outs])
     inline_injective(s)
     for stage in root_stages(s):
-        bind_flat(stage, knobs.threads)
+        bind_flat(stage, knobs.threads, vector=knobs.vector)
     return s
 
 

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from ember.ops.knobs import Knobs, Space, Task, powers_of_two
 
 SHARED_DEFAULT_BYTES = 48 * 1024
+# elements per thread of elementwise kernels by default: one float4 load / store each
+VECTOR_DEFAULT = 4
 
 
 def max_threads(task: Task) -> int:
@@ -24,17 +26,19 @@ def shared_bytes(task: Task) -> int:
 
 @dataclass(frozen=True)
 class GpuInjectiveKnobs(Knobs):
-    """One thread per output element: `threads` per block over the fused output axes."""
+    """One thread per `vector` consecutive output elements (1: one each), `threads` per block
+    over the fused output axes; a stage whose size `vector` does not divide gets one each."""
 
     threads: int = 256
+    vector: int = 1
 
     @classmethod
     def space(cls, task: Task) -> Space:
-        return Space({"threads": powers_of_two(32, max_threads(task))})
+        return Space({"threads": powers_of_two(32, max_threads(task)), "vector": (1, 2, 4)})
 
     @classmethod
     def default(cls, task: Task) -> GpuInjectiveKnobs:
-        return cls(threads=min(256, max_threads(task)))
+        return cls(threads=min(256, max_threads(task)), vector=VECTOR_DEFAULT)
 
 
 @dataclass(frozen=True)
