@@ -24,7 +24,8 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 SMALL = {"resnet18": {"image_size": 32}, "mobilenet_v2": {"image_size": 32},
-         "bert-tiny": {"layers": 1}}
+         "bert-tiny": {"layers": 1},
+         "lstm_lm": {"layers": 2, "hidden": 32, "embed": 16, "seq_len": 8, "vocab": 50}}
 
 
 def ort_latency(model, feeds, repeat: int, cuda: bool) -> tuple[list[np.ndarray], float]:

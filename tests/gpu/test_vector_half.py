@@ -73,10 +73,10 @@ def test_vectorized_elementwise_matches_numpy(opencl, shape, vector):
     np.testing.assert_array_equal(got, a + b)
 
 
-def test_injective_knobs_default_to_float4():
+def test_injective_knobs_offer_vector_lanes_to_the_tuner():
     A = te.placeholder((8, 8), "float32", name="A")
     task = Task((A,), Target("opencl"))
-    assert GpuInjectiveKnobs.default(task).vector == 4
+    assert GpuInjectiveKnobs.default(task).vector == 1
     assert GpuInjectiveKnobs.space(task).choices["vector"] == (1, 2, 4)
 
 

@@ -11,8 +11,10 @@ from dataclasses import dataclass
 from ember.ops.knobs import Knobs, Space, Task, powers_of_two
 
 SHARED_DEFAULT_BYTES = 48 * 1024
-# elements per thread of elementwise kernels by default: one float4 load / store each
-VECTOR_DEFAULT = 4
+# elements per thread of elementwise kernels by default. 4 (float4 loads and stores) showed
+# no consistent gain on PoCL (1M-element Add: 0.23-0.45 ms either way, noisy); the tuner
+# tries 2 and 4 (knob `vector`) where the device may reward them
+VECTOR_DEFAULT = 1
 
 
 def max_threads(task: Task) -> int:
