@@ -3,7 +3,8 @@
 Each stage computed at root becomes one kernel. Its loops outside the thread-bound ones run
 in every thread, so only short ones (at most SERIAL_OUTER_LIMIT iterations together) are
 allowed there; a long one means the schedule forgot to bind an axis, and the error says
-which stage and axis to bind.
+which stage and axis to bind. A scan's time axis is exempt: it stays on the host, one set
+of launches per step (ember.codegen.gpu_kernels).
 """
 
 from __future__ import annotations
@@ -35,7 +36,14 @@ def check_gpu_stage(stage: Stage, bounds: StageBounds) -> None:
     bound = [i for i, iv in enumerate(leaves) if _kind(stage, iv) == ForKind.THREAD_BINDING]
     first = bound[0] if bound else len(leaves)
     trips = 1
+    host = stage.op.scan_axis if isinstance(stage.op, ScanOp) else None
+    if host is not None and host in leaves and leaves.index(host) > first:
+        raise ScheduleError(f"scan '{stage.name}': its time axis '{host.name}' is inside "
+                            "thread-bound loops; each step needs the last one finished "
+                            "everywhere, so keep the time axis outermost")
     for iv in leaves[:first]:
+        if iv is host:
+            continue
         trips *= bounds.leaf_extents[iv]
         if trips > SERIAL_OUTER_LIMIT:
             where = "outside its thread-bound loops" if bound else "and no axis is bound"

@@ -28,7 +28,7 @@ CASES = [
     ("LSTM", _lstm_inputs(5, 2, 3, 4), {"hidden_size": 4}, 3),
     ("LSTM", _lstm_inputs(4, 3, 5, 6, 2), {"hidden_size": 6, "direction": "bidirectional"}, 3),
     ("LSTM", _lstm_inputs(4, 1, 3, 70), {"hidden_size": 70, "direction": "reverse"}, 3),
-    ("GRU", _gru_inputs(5, 2, 3, 4), {"hidden_size": 4}, 2),
+    ("GRU", _gru_inputs(20, 2, 3, 4), {"hidden_size": 4}, 2),  # more steps than 16
     ("GRU", _gru_inputs(3, 2, 4, 5), {"hidden_size": 5, "linear_before_reset": 1}, 2),
 ]
 
@@ -102,3 +102,16 @@ def test_host_loop_with_a_symbolic_bound_is_refused():
     with pytest.raises(CodegenError, match="host loop 't' around GPU kernels has a "
                                            "non-constant bound n"):
         split_kernels(PrimFunc("f", (buf, n), body))
+
+
+def test_scan_time_axis_inside_thread_loops_is_refused():
+    from ember.errors import ScheduleError
+    from ember.lowering.build import lower_gpu
+
+    s, X, out = _running_sum()
+    stage = s[out]
+    t, i = stage.leaf_iter_vars
+    stage.reorder(i, t)
+    with pytest.raises(ScheduleError, match="scan 'cumsum': its time axis 'cumsum.t' is "
+                                            "inside thread-bound loops"):
+        lower_gpu(s, [X, out], "cumsum")
