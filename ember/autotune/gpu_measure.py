@@ -36,7 +36,7 @@ class GpuGroupKernel:
         self._outputs = [np.zeros(v.type.shape, v.type.dtype.numpy) for v in group.outputs]
         arrays = list(inputs)
         args = len(arrays) + len(self._outputs)
-        used = max((i for l in self.launches for i in l.buffers), default=-1) + 1
+        used = max((i for launch in self.launches for i in launch.buffers), default=-1) + 1
         if used > args + len(code.temporaries):
             raise TuningError(f"fused group '{group.name}': its kernels use {used} buffers but "
                               f"it has {args} arguments and {len(code.temporaries)} "

@@ -42,8 +42,8 @@ class GroupCode:
     temporaries: tuple[int, ...]
 
     def to_bytes(self) -> bytes:
-        launches = [[l.kernel, list(l.buffers), list(l.scalars), list(l.grid), list(l.block),
-                     list(l.values)] for l in self.launches]
+        launches = [[a.kernel, list(a.buffers), list(a.scalars), list(a.grid), list(a.block),
+                     list(a.values)] for a in self.launches]
         return json.dumps({"format": FORMAT, "bodies": self.bodies, "helpers": self.helpers,
                            "launches": launches, "temporaries": self.temporaries}).encode()
 

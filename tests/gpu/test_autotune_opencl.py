@@ -9,7 +9,13 @@ onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 import ember  # noqa: E402
-from ember.autotune import LocalRunner, MeasureSettings, TuningDatabase, extract_tasks, tune
+from ember.autotune import (  # noqa: E402
+    LocalRunner,
+    MeasureSettings,
+    TuningDatabase,
+    extract_tasks,
+    tune,
+)
 from ember.errors import TuningError  # noqa: E402
 
 

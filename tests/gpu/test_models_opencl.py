@@ -67,12 +67,14 @@ def test_generate_only_kinds_say_so():
         ember.compile(model, target="metal")
 
 
-def test_lstm_lm_matches_onnxruntime(opencl):
+def test_lstm_lm_matches_onnxruntime(opencl, tmp_path):
     """Two stacked LSTMs: each a projection GEMM plus per-step launches on the device."""
     model = build_model("lstm_lm", layers=2, hidden=32, embed=16, seq_len=8, vocab=50,
                         batch=2)
     feeds = random_inputs(model, seed=0)
-    compiled = ember.compile(model, target="opencl", cache=False)
-    (got,) = compiled.run(feeds)
     (ref,) = ort_outputs(model, feeds)
-    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+    for _ in range(2):  # lowered, then every group (its per-step launches too) from the cache
+        compiled = ember.compile(model, target="opencl", cache=str(tmp_path))
+        (got,) = compiled.run(feeds)
+        np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+    assert compiled.stats["cached"] == compiled.stats["groups"]

@@ -16,12 +16,12 @@ def rand(*shape):
     return rng.standard_normal(shape).astype("float32")
 
 
-def _lstm_inputs(T, B, I, H, D=1):
-    return [rand(T, B, I), rand(D, 4 * H, I), rand(D, 4 * H, H), rand(D, 8 * H)]
+def _lstm_inputs(T, B, F, H, D=1):
+    return [rand(T, B, F), rand(D, 4 * H, F), rand(D, 4 * H, H), rand(D, 8 * H)]
 
 
-def _gru_inputs(T, B, I, H, D=1):
-    return [rand(T, B, I), rand(D, 3 * H, I), rand(D, 3 * H, H), rand(D, 6 * H)]
+def _gru_inputs(T, B, F, H, D=1):
+    return [rand(T, B, F), rand(D, 3 * H, F), rand(D, 3 * H, H), rand(D, 6 * H)]
 
 
 CASES = [
