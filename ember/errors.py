@@ -43,3 +43,7 @@ class VerifyError(EmberError):
 
 class ModelError(EmberError, ValueError):
     """A model file is malformed or inconsistent (fails the checker, names undefined values)."""
+
+
+class InternalError(EmberError):
+    """ember failed on input it accepted: a compiler bug, reported with where it happened."""

@@ -13,13 +13,14 @@ from __future__ import annotations
 import multiprocessing
 import os
 import time
+import traceback
 from collections.abc import Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from ember.errors import ArgumentError, EmberError
+from ember.errors import ArgumentError, EmberError, InternalError
 from ember.graph.ir import Graph, Value
 from ember.lowering.build import optimize as optimize_tir
 from ember.lowering.cache import KernelCache, cache_key
@@ -53,10 +54,17 @@ def compile_kernel(group: FusedGroup, target: Target | str = "llvm", pic: bool =
                    ) -> bytes:
     """An object file defining the group's kernel `group.symbol` (and its pack kernel);
     `pic`: position-independent, for a shared library (else for this process's JIT)."""
+    where = f"fused group '{group.name}' ({group.describe()}; nodes {group.node_names()})"
     try:
         return emit_kernel_object(lower_kernels(group, target), target, pic)
     except EmberError as error:
-        raise type(error)(f"fused group '{group.name}' ({group.describe()}): {error}") from None
+        raise type(error)(f"{where}: {error}") from None
+    except Exception as error:  # noqa: BLE001 - a compiler bug: say which kernel, keep its place
+        # a worker process's traceback does not survive pickling: name the failing frame
+        frame = traceback.extract_tb(error.__traceback__)[-1]
+        raise InternalError(f"{where}: internal compiler error {type(error).__name__}: "
+                            f"{error} (at {os.path.basename(frame.filename)}:{frame.lineno} "
+                            f"in {frame.name}); please report it with the model") from error
 
 
 class _Progress:
