@@ -14,7 +14,7 @@ import os
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ember.errors import ArgumentError, EmberError
 from ember.graph.ir import Graph, without_constant_values
@@ -25,6 +25,9 @@ from ember.lowering.link import link
 from ember.lowering.prepack import run_pack_jobs
 from ember.runtime import threadpool
 from ember.runtime.executor import CompiledModel
+
+if TYPE_CHECKING:
+    from ember.specialize import SpecializedModel
 from ember.target import Target
 
 __all__ = ["CompiledModel", "compile", "export_library", "export_objects", "import_model",
@@ -41,6 +44,13 @@ def import_model(model: Any, input_shapes: Mapping[str, Sequence[int]] | None = 
             raise ArgumentError("input_shapes only applies to ONNX models; an ember Graph "
                                 "already has static input shapes")
         return model
+    from ember.frontend.onnx import from_onnx
+
+    return from_onnx(_onnx_model(model), input_shapes=input_shapes)
+
+
+def _onnx_model(model: Any) -> Any:
+    """An onnx.ModelProto from a path or a ModelProto; ArgumentError for anything else."""
     if isinstance(model, (str, os.PathLike)):
         path = Path(model)
         if not path.is_file():
@@ -55,9 +65,7 @@ def import_model(model: Any, input_shapes: Mapping[str, Sequence[int]] | None = 
         except Exception as error:  # noqa: BLE001 (DecodeError, ValueError, ...)
             raise ArgumentError(f"cannot read '{path}' as an ONNX model: {error}") from None
     if type(model).__name__ == "ModelProto":
-        from ember.frontend.onnx import from_onnx
-
-        return from_onnx(model, input_shapes=input_shapes)
+        return model
     raise ArgumentError(f"compile: expected a path, an onnx.ModelProto or an ember Graph, got "
                         f"{type(model).__name__}")
 
@@ -94,7 +102,7 @@ def _prepare(model: Any, target: Target, opt_level: int,
 def compile(model: Any, target: str | Target = "llvm", opt_level: int = 3,
             input_shapes: Mapping[str, Sequence[int]] | None = None,
             cache: CacheArg = True, jobs: int | None = None, progress: bool | None = None,
-            prepack: bool | None = None) -> CompiledModel:
+            prepack: bool | None = None) -> CompiledModel | SpecializedModel:
     """Compile a model (path, onnx.ModelProto or ember Graph) into a runnable CompiledModel.
 
         model = ember.compile("mobilenet.onnx")
@@ -102,11 +110,38 @@ def compile(model: Any, target: str | Target = "llvm", opt_level: int = 3,
 
     `prepack` (default: on unless EMBER_PREPACK=0) computes the weight-only stages of the
     kernels (packed panels, transposed weights) once here instead of on every run.
+
+    An ONNX model whose shapes are decided at run time (input dims that `input_shapes` leave
+    symbolic or unknown, a Reshape's shape computed from input data, an If's condition)
+    gives a SpecializedModel instead: it compiles per distinct shape decision at run time
+    and caches (ember.specialize).
     """
     tgt = resolve_target(target)
     start = time.perf_counter()
+    if not isinstance(model, Graph):
+        from ember.frontend.onnx import UnsupportedModelError
+        from ember.specialize import SpecializedModel, needs_specialization
+
+        proto = _onnx_model(model)
+
+        def compile_graph(graph: Graph) -> CompiledModel:
+            compiled = compile(graph, tgt, opt_level, None, cache, jobs, progress, prepack)
+            assert isinstance(compiled, CompiledModel)
+            return compiled
+
+        if needs_specialization(proto, input_shapes):
+            return SpecializedModel(proto, compile_graph, input_shapes)
+        try:
+            model = import_model(proto, input_shapes)
+        except UnsupportedModelError as error:
+            if not error.dynamic_values:
+                raise
+            return SpecializedModel(proto, compile_graph, input_shapes)
+        input_shapes = None
+    imported = time.perf_counter() - start
     built = _prepare(model, tgt, opt_level, input_shapes, cache, jobs, progress,
                      _prepack_default(prepack))
+    built.timings["import"] += imported
     timings = built.timings
     linked = link(built.plan, built.objects, tgt)
     timings["link"] = time.perf_counter() - start - sum(timings.values())

@@ -44,11 +44,16 @@ class UnsupportedModelError(UnsupportedOpError):
     """Every unsupported operator or attribute of a model, reported at once.
 
     `dynamic_inputs` names the graph inputs that feed an input ember needs as a constant
-    (a Reshape's shape, ...); binding them with `constant_inputs` would make them constants."""
+    (a Reshape's shape, an If's condition, ...); binding them with `constant_inputs` would make
+    them constants. `dynamic_values` names the model's own values (graph inputs or outputs of
+    top-level nodes) that ember needs as constants: computing those at run time and binding
+    them is enough (ember.specialize does so)."""
 
-    def __init__(self, problems: Sequence[str], dynamic_inputs: frozenset[str]) -> None:
+    def __init__(self, problems: Sequence[str], dynamic_inputs: frozenset[str],
+                 dynamic_values: frozenset[str] = frozenset()) -> None:
         self.problems = list(problems)
         self.dynamic_inputs = dynamic_inputs
+        self.dynamic_values = dynamic_values or dynamic_inputs
         head = (f"the model uses {len(problems)} unsupported operators or attributes:"
                 if len(problems) > 1 else "the model uses an unsupported operator or attribute:")
         super().__init__("\n  ".join([head, *problems]))
@@ -80,19 +85,25 @@ def load_model(model: ModelProto | str | bytes | os.PathLike[str]) -> ModelProto
 
 def from_onnx(model: ModelProto | str | bytes | os.PathLike[str],
               input_shapes: Mapping[str, Sequence[int]] | None = None,
-              constant_inputs: Mapping[str, np.ndarray] | None = None) -> Graph:
+              constant_inputs: Mapping[str, np.ndarray] | None = None,
+              outputs: Sequence[str] | None = None) -> Graph:
     """Import an ONNX model as an ember Graph.
 
-    input_shapes: static shapes for graph inputs whose dims are symbolic ("batch") or unknown.
-    constant_inputs: graph inputs whose values are fixed; they become constants (and leave
-    the graph's inputs), so nodes reading them fold or see them as attributes.
+    input_shapes: static shapes for graph inputs whose dims are symbolic ("batch"), unknown,
+    or declared as -1 or 0 (as some exporters write "unknown").
+    constant_inputs: values fixed by name: graph inputs (they become constants and leave the
+    graph's inputs) or outputs of top-level nodes (the nodes computing them are skipped), so
+    nodes reading them fold or see them as attributes.
+    outputs: names of the model's values to return instead of its graph outputs; only the
+    nodes they need are imported (a shape subgraph on its own).
 
         graph = from_onnx(model_proto, input_shapes={"x": (1, 3, 32, 32)})
     """
     proto = load_model(model)
     _check(proto)
     proto = _upgrade(proto)
-    return _Importer(proto, dict(input_shapes or {}), dict(constant_inputs or {})).run()
+    return _Importer(proto, dict(input_shapes or {}), dict(constant_inputs or {}),
+                     outputs).run()
 
 
 def _upgrade(model: ModelProto) -> ModelProto:
@@ -166,10 +177,14 @@ class _Importer:
     """The state of one import: the builder, names in scope, problems found so far."""
 
     def __init__(self, model: ModelProto, input_shapes: dict[str, Sequence[int]],
-                 constant_inputs: dict[str, np.ndarray]) -> None:
+                 constant_inputs: dict[str, np.ndarray],
+                 outputs: Sequence[str] | None = None) -> None:
         self.model = model
         self.input_shapes = input_shapes
         self.constant_inputs = constant_inputs
+        self.wanted = None if outputs is None else list(outputs)
+        self.top_names: dict[Value, str] = {}   # values under their top-level ONNX name
+        self.dynamic_values: set[str] = set()
         self.builder = GraphBuilder(model.graph.name or "onnx_model")
         self.functions = {(f.domain, f.name): f for f in model.functions}
         self.problems: list[str] = []
@@ -183,15 +198,18 @@ class _Importer:
         opsets = self._opsets()
         env: dict[str, Value | None] = {}
         self._inputs(graph, env)
-        self._convert_nodes(graph.node, env, opsets, "")
+        names = [vi.name for vi in graph.output] if self.wanted is None else self.wanted
+        nodes = graph.node if self.wanted is None else _needed_nodes(graph, names)
+        self._convert_nodes(nodes, env, opsets, "")
         outputs = []
-        for vi in graph.output:
-            if vi.name not in env or env[vi.name] is None:
-                raise ModelError(f"graph output '{vi.name}' is not produced by any node, input "
+        for name in names:
+            if name not in env or env[name] is None:
+                raise ModelError(f"graph output '{name}' is not produced by any node, input "
                                  "or initializer")
-            outputs.append(env[vi.name])
+            outputs.append(env[name])
         if self.problems:
-            raise UnsupportedModelError(self.problems, frozenset(self.dynamic))
+            raise UnsupportedModelError(self.problems, frozenset(self.dynamic),
+                                        frozenset(self.dynamic_values))
         return self.builder.finish([v for v in outputs if v is not None])
 
     def _opsets(self) -> dict[str, int]:
@@ -212,12 +230,19 @@ class _Importer:
     def _inputs(self, graph: GraphProto, env: dict[str, Value | None]) -> None:
         initializers = {t.name: t for t in graph.initializer}
         names = [vi.name for vi in graph.input if vi.name not in initializers]
-        for what, given in (("input_shapes", self.input_shapes),
-                            ("constant_inputs", self.constant_inputs)):
-            unknown = sorted(set(given) - set(names))
+        produced = {o for n in graph.node for o in n.output if o}
+        for what, given, known in (("input_shapes", self.input_shapes, set(names)),
+                                   ("constant_inputs", self.constant_inputs,
+                                    set(names) | produced)):
+            unknown = sorted(set(given) - known)
             if unknown:
-                raise ArgumentError(f"{what} names {unknown}, which are not graph inputs of the "
-                                    f"model (its inputs: {names})")
+                also = " or node outputs" if what == "constant_inputs" else ""
+                raise ArgumentError(f"{what} names {unknown}, which are not graph inputs{also} "
+                                    f"of the model (its inputs: {names})")
+        missing = [w for w in self.wanted or () if w not in produced and w not in initializers
+                   and w not in {vi.name for vi in graph.input}]
+        if missing:
+            raise ArgumentError(f"outputs names {missing}, which are not values of the model")
         for vi in graph.input:
             if vi.name in initializers:
                 continue
@@ -227,6 +252,7 @@ class _Importer:
             dtype, shape = self._input_type(vi)
             value = self.builder.input(vi.name, shape, dtype)
             self.deps[value] = frozenset([vi.name])
+            self.top_names[value] = vi.name
             env[vi.name] = value
         for name, tensor in initializers.items():
             env[name] = self._initializer(name, tensor)
@@ -254,8 +280,10 @@ class _Importer:
         dims = list(tensor.shape.dim) if tensor.HasField("shape") else None
         if name in self.input_shapes:
             shape = tuple(int(d) for d in self.input_shapes[name])
+            if any(s < 0 for s in shape):
+                raise ShapeError(f"input_shapes['{name}'] = {shape} has a negative size")
             if dims is not None:
-                declared = [d.dim_value if d.HasField("dim_value") else None for d in dims]
+                declared = [d.dim_value if _known_dim(d) else None for d in dims]
                 if len(declared) != len(shape) or any(
                         d is not None and d != s for d, s in zip(declared, shape)):
                     raise ShapeError(f"input_shapes['{name}'] = {shape} does not fit the "
@@ -265,9 +293,9 @@ class _Importer:
             raise ShapeError(f"graph input '{name}' has no shape in the model; pass "
                              f"input_shapes={{'{name}': (...)}} to from_onnx/ember.compile")
         for index, d in enumerate(dims):
-            if not d.HasField("dim_value"):
+            if not _known_dim(d):
                 symbol = f"'{d.dim_param}'" if d.dim_param else "unknown"
-                example = tuple(d.dim_value if d.HasField("dim_value") else 1 for d in dims)
+                example = tuple(d.dim_value if _known_dim(d) else 1 for d in dims)
                 raise ShapeError(f"graph input '{name}': dimension {index} is symbolic "
                                  f"({symbol}); ember compiles static shapes: pass "
                                  f"input_shapes={{'{name}': {example}}} (your sizes) to "
@@ -279,7 +307,17 @@ class _Importer:
                        opsets: Mapping[str, int], prefix: str) -> None:
         for index, node in enumerate(nodes):
             label = prefix + (node.name or f"{node.op_type.lower()}_{index}")
+            outs = [o for o in node.output if o]
+            if not prefix and outs and all(o in self.constant_inputs for o in outs):
+                for o in outs:                         # bound by the caller: not computed
+                    env[o] = self._constant(o, np.asarray(self.constant_inputs[o]))
+                continue
             self._convert(node, label, env, opsets)
+            if not prefix:
+                for o in outs:
+                    value = env.get(o)
+                    if value is not None and value is not _UNKNOWN and not value.is_constant:
+                        self.top_names.setdefault(value, o)
 
     def _convert(self, node: NodeProto, label: str, env: MutableMapping[str, Value | None],
                  opsets: Mapping[str, int]) -> None:
@@ -394,6 +432,8 @@ class _Importer:
             return value
         sources = self.deps.get(value, frozenset())
         self.dynamic.update(sources)
+        self.dynamic_values.update([self.top_names[value]] if value in self.top_names
+                                   else sources)
         origin = (f"it is computed at run time from graph input(s) {sorted(sources)}"
                   if sources else "it is computed at run time")
         raise UnsupportedOpError(f"input '{formal}' must be a constant (it decides shapes or "
@@ -481,6 +521,34 @@ def _bind_attributes(node: NodeProto, given: Mapping[str, AttributeProto]) -> No
             value.name = attr.name
             bound.attribute.append(value)
     return bound
+
+
+def _known_dim(d: Any) -> bool:
+    """A dim with a size: dim_value > 0 (exporters write -1 or 0 for "unknown")."""
+    return d.HasField("dim_value") and d.dim_value > 0
+
+
+def _needed_nodes(graph: GraphProto, names: Sequence[str]) -> list[NodeProto]:
+    """The nodes of `graph` that `names` depend on, in order (subgraphs' outer reads count)."""
+    wanted = set(names)
+    keep: list[NodeProto] = []
+    for node in reversed(graph.node):
+        if not any(o in wanted for o in node.output):
+            continue
+        keep.append(node)
+        wanted.update(_reads(node))
+    return keep[::-1]
+
+
+def _reads(node: NodeProto) -> set[str]:
+    """Every name a node reads, including those its subgraphs read from the enclosing scope."""
+    names = {i for i in node.input if i}
+    for attr in node.attribute:
+        for sub in ([attr.g] if attr.type == AttributeProto.GRAPH else
+                    list(attr.graphs) if attr.type == AttributeProto.GRAPHS else []):
+            for inner in sub.node:
+                names |= _reads(inner)
+    return names
 
 
 def _unsupported_text(ctx: NodeContext) -> str:
@@ -597,34 +665,18 @@ def convert_size(imp: _Importer, ctx: NodeContext) -> list[Value | None]:
 
 
 def convert_if(imp: _Importer, ctx: NodeContext) -> list[Value | None]:
-    """If with a constant condition: the chosen branch is inlined. With a run-time condition
-    both branches are inlined and Where picks between their results (equal types needed)."""
+    """If with a constant condition: the chosen branch is inlined, the other is never
+    imported. A condition computed at run time must be bound first (ember.specialize computes
+    it from the inputs at run time and compiles the taken branch only): the untaken branch may
+    not even have valid shapes, and running both would double the work."""
     cond = ctx.values[0]
     assert cond is not None
     then_graph, else_graph = ctx.attrs["then_branch"], ctx.attrs["else_branch"]
-    if cond.is_constant:
-        taken = bool(np.asarray(cond.data).reshape(-1)[0])
-        return imp.inline_graph(ctx, then_graph if taken else else_graph, ctx.label + "/")
     if cond.type.size != 1:
         raise UnsupportedOpError(f"the condition has {cond.type.size} elements, expected 1")
-    then_values = imp.inline_graph(ctx, then_graph, ctx.label + "/then/")
-    else_values = imp.inline_graph(ctx, else_graph, ctx.label + "/else/")
-    if any(v is _UNKNOWN for v in [*then_values, *else_values]):
-        return [_UNKNOWN] * len(then_values)
-    if cond.type.ndim:
-        (cond,) = imp.builder.add("Reshape", [cond], {"shape": ()}, name=f"{ctx.label}/cond")
-    outputs: list[Value | None] = []
-    for index, (a, b) in enumerate(zip(then_values, else_values)):
-        assert a is not None and b is not None
-        if a.type != b.type:
-            raise UnsupportedOpError(f"with a condition computed at run time, both branches "
-                                     f"must give the same types; output {index} is {a.type} "
-                                     f"in then_branch and {b.type} in else_branch")
-        name = ctx.node.output[index] if index < len(ctx.node.output) else ""
-        (out,) = imp.builder.add("Where", [cond, a, b], name=ctx.label,
-                                 output_names=[name] if name else None)
-        outputs.append(out)
-    return outputs
+    known = imp._need_constant(ctx, "cond", cond)       # raises when computed at run time
+    taken = bool(np.asarray(known.data).reshape(-1)[0])
+    return imp.inline_graph(ctx, then_graph if taken else else_graph, ctx.label + "/")
 
 
 CONVERTERS: dict[str, Converter] = {

@@ -130,3 +130,83 @@ def test_kernel_failure_names_the_group_and_nodes(monkeypatch):
         ember.compile(model, cache=False)
     again = pickle.loads(pickle.dumps(info.value))
     assert str(again) == str(info.value)
+
+
+def paddle_style_model():
+    """Paddle writes an unknown batch as -1; the flatten is Reshape(x, [0, -1])."""
+    rng = np.random.default_rng(3)
+    return model_of(
+        [h.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+         h.make_node("Relu", ["c"], ["r"]),
+         h.make_node("Reshape", ["r", "flat"], ["f"]),
+         h.make_node("MatMul", ["f", "fc"], ["y"])],
+        [h.make_tensor_value_info("x", T.FLOAT, [-1, 2, 5, 5])],
+        [h.make_tensor_value_info("y", T.FLOAT, [-1, 3])],
+        [const("w", rng.standard_normal((4, 2, 3, 3)).astype(np.float32)),
+         const("flat", np.array([0, -1], np.int64)),
+         const("fc", rng.standard_normal((100, 3)).astype(np.float32))])
+
+
+def test_batch_declared_minus_one_with_input_shapes():
+    model = paddle_style_model()
+    rng = np.random.default_rng(4)
+    compiled = ember.compile(model, input_shapes={"x": (3, 2, 5, 5)})
+    assert isinstance(compiled, ember.driver.CompiledModel)
+    assert_matches(model, {"x": rng.standard_normal((3, 2, 5, 5)).astype(np.float32)},
+                   compiled, rtol=1e-4, atol=1e-4)
+
+
+def test_batch_declared_minus_one_one_model_two_batches():
+    model = paddle_style_model()
+    rng = np.random.default_rng(5)
+    compiled = ember.compile(model)             # no input_shapes: specialized per batch
+    for batch in (1, 4, 1):
+        feeds = {"x": rng.standard_normal((batch, 2, 5, 5)).astype(np.float32)}
+        assert_matches(model, feeds, compiled, rtol=1e-4, atol=1e-4)
+    assert compiled.compiles == 2               # batch 1 came from the cache
+    with pytest.raises(ember.errors.ArgumentError, match=r"input 'x': shape \(1, 3, 5, 5\) "
+                                                         r"does not fit the model's \(\?, 2, 5"):
+        compiled.run({"x": np.zeros((1, 3, 5, 5), np.float32)})
+
+
+def test_reshape_shape_computed_from_symbolic_dims():
+    """GPT-2/BERT-style head split: Reshape(x, Concat(Shape(x)[0:2], [heads, -1])) with
+    symbolic batch and sequence."""
+    rng = np.random.default_rng(6)
+    model = model_of(
+        [h.make_node("Shape", ["x"], ["s"]),
+         h.make_node("Slice", ["s", "zero", "two"], ["bs"]),
+         h.make_node("Concat", ["bs", "heads"], ["new_shape"], axis=0),
+         h.make_node("Reshape", ["x", "new_shape"], ["split"]),
+         h.make_node("Transpose", ["split"], ["y"], perm=[0, 2, 1, 3])],
+        [h.make_tensor_value_info("x", T.FLOAT, ["batch", "seq", 8])],
+        [h.make_tensor_value_info("y", T.FLOAT, ["batch", 2, "seq", 4])],
+        [const("zero", np.array([0], np.int64)), const("two", np.array([2], np.int64)),
+         const("heads", np.array([2, -1], np.int64))])
+    compiled = ember.compile(model)
+    for batch, seq in ((1, 5), (3, 7)):
+        assert_matches(model, {"x": rng.standard_normal((batch, seq, 8)).astype(np.float32)},
+                       compiled)
+
+
+def test_shape_deciding_value_computed_from_input_data():
+    """Range's limit and a Reshape's shape computed from input values (a length tensor):
+    a shape program computes them at run time and the main program is compiled per value."""
+    rng = np.random.default_rng(7)
+    model = model_of(
+        [h.make_node("ReduceMax", ["lengths"], ["longest"], keepdims=0),
+         h.make_node("Range", ["zero", "longest", "one"], ["positions"]),
+         h.make_node("Cast", ["positions"], ["pf"], to=T.FLOAT),
+         h.make_node("Unsqueeze", ["pf", "axis0"], ["row"]),
+         h.make_node("Mul", ["row", "scale"], ["y"])],
+        [h.make_tensor_value_info("lengths", T.INT64, [3]),
+         h.make_tensor_value_info("scale", T.FLOAT, [2, 1])],
+        [h.make_tensor_value_info("y", T.FLOAT, [2, "n"])],
+        [const("zero", np.array(0, np.int64)), const("one", np.array(1, np.int64)),
+         const("axis0", np.array([0], np.int64))])
+    compiled = ember.compile(model)
+    scale = rng.standard_normal((2, 1)).astype(np.float32)
+    for lengths in ([3, 5, 2], [7, 1, 1], [2, 5, 3]):
+        assert_matches(model, {"lengths": np.array(lengths, np.int64), "scale": scale}, compiled)
+    # one shape program, and one main program per distinct longest length (5, 7)
+    assert compiled.compiles == 3
