@@ -117,6 +117,10 @@ def compile(model: Any, target: str | Target = "llvm", opt_level: int = 3,
     and caches (ember.specialize).
     """
     tgt = resolve_target(target)
+    if tgt.kind in ("cuda", "rocm", "opencl", "metal"):
+        from ember.driver_gpu import compile_gpu
+
+        return compile_gpu(model, tgt, opt_level, input_shapes)  # type: ignore[return-value]
     start = time.perf_counter()
     if not isinstance(model, Graph):
         from ember.frontend.onnx import UnsupportedModelError
