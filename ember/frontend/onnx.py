@@ -30,6 +30,7 @@ try:
 except ImportError as _err:  # pragma: no cover - onnx is an optional dependency
     raise ImportError("importing ONNX models needs the onnx package: pip install onnx") from _err
 
+from ember.frontend.onnx_quant import CONVERTERS as QUANTIZED_CONVERTERS
 from ember.frontend.onnx_fold import (as_attr, attribute_value, elem_type, evaluate,
                                       onnx_dtype, schema_defaults, schema_function,
                                       supported_array)
@@ -692,3 +693,4 @@ CONVERTERS: dict[str, Converter] = {
     "Size": convert_size,
     "If": convert_if,
 }
+CONVERTERS.update(QUANTIZED_CONVERTERS)
