@@ -46,10 +46,13 @@ class _Emit:
     def cast(self, v: Value, dtype: DType) -> Value:
         return v if v.type.dtype == dtype else self("Cast", [v], to=elem_type(dtype))
 
-    def along(self, v: Value, axis: int, rank: int) -> Value:
+    def along(self, v: Value, axis: int | None, rank: int) -> Value:
         """A per-tensor (scalar) or per-axis (1-D) parameter shaped to broadcast at `axis`."""
-        if v.type.ndim == 0 or v.type.size == 1 and rank == 0:
+        if v.type.ndim == 0 or v.type.shape == (1,):
             return v
+        if axis is None:
+            raise UnsupportedOpError(f"a per-axis parameter of shape {v.type.shape} needs an "
+                                     f"axis within the input's rank {rank}")
         if v.type.ndim != 1:
             raise UnsupportedOpError(f"a scale or zero point of shape {v.type.shape} is not "
                                      "supported (per-tensor or per-axis 1-D only; blocked "
@@ -60,10 +63,11 @@ class _Emit:
         return self("Reshape", [v], shape=shape)
 
 
-def _axis(ctx: NodeContext, rank: int) -> int:
+def _axis(ctx: NodeContext, rank: int) -> int | None:
+    """The quantization axis, None when out of range (only per-axis parameters need one)."""
     axis = int(ctx.attrs.get("axis", 1))
-    if not -rank <= axis < max(rank, 1):
-        raise UnsupportedOpError(f"axis {axis} is out of range for rank {rank}")
+    if not -rank <= axis < rank:
+        return None
     return axis + rank if axis < 0 else axis
 
 
