@@ -200,7 +200,8 @@ class _Importer:
         env: dict[str, Value | None] = {}
         self._inputs(graph, env)
         names = [vi.name for vi in graph.output] if self.wanted is None else self.wanted
-        nodes = graph.node if self.wanted is None else _needed_nodes(graph, names)
+        # only what the outputs need, cut at values the caller bound
+        nodes = _needed_nodes(graph, names, set(self.constant_inputs))
         self._convert_nodes(nodes, env, opsets, "")
         outputs = []
         for name in names:
@@ -529,15 +530,19 @@ def _known_dim(d: Any) -> bool:
     return d.HasField("dim_value") and d.dim_value > 0
 
 
-def _needed_nodes(graph: GraphProto, names: Sequence[str]) -> list[NodeProto]:
-    """The nodes of `graph` that `names` depend on, in order (subgraphs' outer reads count)."""
+def _needed_nodes(graph: GraphProto, names: Sequence[str], bound: set[str]
+                  ) -> list[NodeProto]:
+    """The nodes of `graph` that `names` depend on, in order (subgraphs' outer reads count),
+    not looking past `bound` values."""
     wanted = set(names)
     keep: list[NodeProto] = []
     for node in reversed(graph.node):
-        if not any(o in wanted for o in node.output):
+        outs = [o for o in node.output if o]
+        if not any(o in wanted for o in outs):
             continue
         keep.append(node)
-        wanted.update(_reads(node))
+        if not all(o in bound for o in outs):
+            wanted.update(_reads(node))
     return keep[::-1]
 
 

@@ -210,3 +210,67 @@ def test_shape_deciding_value_computed_from_input_data():
         assert_matches(model, {"lengths": np.array(lengths, np.int64), "scale": scale}, compiled)
     # one shape program, and one main program per distinct longest length (5, 7)
     assert compiled.compiles == 3
+
+
+def test_if_on_sample_rate_compiles_only_the_taken_branch():
+    """An audio front end wholly inside If(sr == 16000): the branch not taken has shapes
+    that do not fit the input, so it must be neither compiled nor run."""
+    rng = np.random.default_rng(8)
+    then_graph = h.make_graph([h.make_node("Reshape", ["x", "frames16"], ["t"])], "then", [],
+                              [h.make_tensor_value_info("t", T.FLOAT, ["n", 16])])
+    else_graph = h.make_graph([h.make_node("Reshape", ["x", "frames8"], ["e"])], "else", [],
+                              [h.make_tensor_value_info("e", T.FLOAT, ["n", 5])])
+    model = model_of(
+        [h.make_node("Equal", ["sr", "rate16k"], ["is16k"]),
+         h.make_node("If", ["is16k"], ["frames"], then_branch=then_graph,
+                     else_branch=else_graph),
+         h.make_node("ReduceSum", ["frames", "last"], ["y"], keepdims=0)],
+        [h.make_tensor_value_info("x", T.FLOAT, ["samples"]),
+         h.make_tensor_value_info("sr", T.INT64, [])],
+        [h.make_tensor_value_info("y", T.FLOAT, ["n"])],
+        [const("rate16k", np.array(16000, np.int64)), const("last", np.array([-1], np.int64)),
+         const("frames16", np.array([-1, 16], np.int64)),
+         const("frames8", np.array([-1, 5], np.int64))])
+    compiled = ember.compile(model)
+    for samples, rate in ((64, 16000), (15, 8000), (32, 16000)):
+        feeds = {"x": rng.standard_normal(samples).astype(np.float32),
+                 "sr": np.array(rate, np.int64)}
+        assert_matches(model, feeds, compiled)
+    # 64 samples do not make 5-sample frames: the else branch was never built for them
+    mains = [s.program.graph for s in compiled._steps.values() if not s.names]
+    assert len(mains) == 3
+
+
+def test_specialization_errors():
+    model = paddle_style_model()
+    compiled = ember.compile(model)
+    with pytest.raises(ember.errors.ArgumentError, match=r"takes 1 inputs \['x'\], got 2"):
+        compiled.run([np.zeros((1, 2, 5, 5), np.float32)] * 2)
+    with pytest.raises(ember.errors.ArgumentError, match=r"missing \['x'\], unknown \['y'\]"):
+        compiled.run({"y": np.zeros((1, 2, 5, 5), np.float32)})
+    fixed = ember.compile(model, input_shapes={"x": (2, 2, 5, 5)})
+    with pytest.raises(ember.errors.ArgumentError,
+                       match=r"input 'x': expected shape \(2, 2, 5, 5\), got \(1"):
+        fixed.run({"x": np.zeros((1, 2, 5, 5), np.float32)})
+    with pytest.raises(ember.errors.ShapeError, match=r"input_shapes\['x'\] = \(-1, 2, 5, 5\) "
+                                                      "has a negative size"):
+        ember.compile(model, input_shapes={"x": (-1, 2, 5, 5)})
+
+
+def test_from_onnx_outputs_and_bound_node_values():
+    from ember.frontend.onnx import from_onnx
+
+    model = paddle_style_model()
+    relu = np.random.default_rng(9).random((2, 4, 5, 5), np.float32)
+    graph = from_onnx(model, input_shapes={"x": (2, 2, 5, 5)}, constant_inputs={"r": relu})
+    assert not {"Conv", "Relu"} & {n.op for n in graph.nodes}     # cut at the bound value
+    (got,) = ember.compile(graph).run([np.zeros((2, 2, 5, 5), np.float32)])
+    fc = nh.to_array(next(t for t in model.graph.initializer if t.name == "fc"))
+    np.testing.assert_allclose(got, relu.reshape(2, -1) @ fc, rtol=1e-5, atol=1e-5)
+    prefix = from_onnx(model, input_shapes={"x": (2, 2, 5, 5)}, outputs=["c"])
+    assert [n.op for n in prefix.nodes] == ["Conv"]
+    with pytest.raises(ember.errors.ArgumentError, match=r"outputs names \['nope'\]"):
+        from_onnx(model, input_shapes={"x": (2, 2, 5, 5)}, outputs=["nope"])
+    with pytest.raises(ember.errors.ArgumentError, match=r"constant_inputs names \['nope'\], "
+                                                         "which are not graph inputs or node"):
+        from_onnx(model, constant_inputs={"nope": relu})
