@@ -30,6 +30,8 @@ import numpy as np
 
 from ember.errors import ArgumentError, ShapeError
 from ember.frontend.onnx import UnsupportedModelError, from_onnx, load_model
+from ember.frontend.onnx_dynamic import HOST_OPS
+from ember.frontend.onnx_fold import attribute_value
 from ember.graph.ir import Graph, Value
 
 MAX_STEPS = 8            # chained shape programs before giving up (a cycle is a bug)
@@ -71,10 +73,23 @@ class Program:
 @dataclass(frozen=True)
 class _Step:
     """Either a shape program computing `names` (to bind) or, with names == (), the main
-    program."""
+    program. A shape program computes `fetch`; `host` nodes (data-dependent ops, in order)
+    then compute the rest of `names` from those on the host."""
 
     names: tuple[str, ...]
     program: Program
+    fetch: tuple[str, ...] = ()
+    host: tuple[Any, ...] = ()          # onnx NodeProtos
+
+    def values(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The values of `names` for these inputs."""
+        known = dict(zip(self.fetch, self.program.run(feeds)))
+        for node in self.host:
+            arrays = [known[n] if n else None for n in node.input]
+            attrs = {a.name: attribute_value(a, node.op_type) for a in node.attribute}
+            known.update(zip([o for o in node.output if o], HOST_OPS[node.op_type](attrs,
+                                                                                   arrays)))
+        return {n: known[n] for n in self.names}
 
 
 class SpecializedModel:
@@ -136,8 +151,7 @@ class SpecializedModel:
                 step = self._steps[key] = self._make_step(feeds, bound)
             if not step.names:
                 return step.program.run(self._unbound(feeds, bound))
-            values = step.program.run(self._unbound(feeds, bound))
-            bound.update(zip(step.names, values))
+            bound.update(step.values(self._unbound(feeds, bound)))
         raise UnsupportedModelError([f"more than {MAX_STEPS} chained shape programs (values "
                                      f"bound so far: {sorted(bound)})"], frozenset(bound))
 
@@ -189,19 +203,43 @@ class SpecializedModel:
         """The next step for these input shapes and bound values: the main program if
         the model imports with them, else a shape program for values it still needs."""
         names: list[str] | None = None          # None: the whole model
+        fetch: list[str] | None = None
+        host: list[Any] = []
         for _ in range(MAX_STEPS):
             try:
-                graph = self._import(feeds, bound, names)
+                graph = self._import(feeds, bound, fetch)
             except UnsupportedModelError as err:
-                needed = sorted(set(err.dynamic_values) - set(bound) - set(names or ()))
+                needed = sorted(set(err.dynamic_values) - set(bound) - set(fetch or ()))
                 if not needed:
                     raise
                 names = needed                  # compute these first (they come earlier)
+                fetch, host = self._host_split(names, bound)
                 continue
             self.compiles += 1
-            return _Step(tuple(names or ()), Program(graph, self.compile_graph))
+            return _Step(tuple(names or ()), Program(graph, self.compile_graph),
+                         tuple(fetch or ()), tuple(host))
         raise UnsupportedModelError([f"values needed as constants keep growing after "
                                      f"{MAX_STEPS} rounds: {names}"], frozenset(names or ()))
+
+    def _host_split(self, names: Sequence[str], bound: Mapping[str, np.ndarray]
+                    ) -> tuple[list[str], list[Any]]:
+        """What a shape program must compute for `names` when the data-dependent nodes
+        producing some of them (and those they read, recursively) run on the host."""
+        nodes = list(self.model.graph.node)
+        producer = {o: i for i, n in enumerate(nodes) for o in n.output if o}
+        host: set[int] = set()
+        fetch: set[str] = set()
+        todo = list(names)
+        while todo:
+            name = todo.pop()
+            index = producer.get(name)
+            if index is not None and nodes[index].op_type in HOST_OPS and name not in bound:
+                if index not in host:
+                    host.add(index)
+                    todo += [i for i in nodes[index].input if i]
+            else:
+                fetch.add(name)
+        return sorted(fetch), [nodes[i] for i in sorted(host)]
 
     def _import(self, feeds: Mapping[str, np.ndarray], bound: Mapping[str, np.ndarray],
                 names: list[str] | None) -> Graph:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from collections import ChainMap
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, MutableMapping, Sequence
+from typing import Any, Callable, Mapping, MutableMapping, NoReturn, Sequence
 
 import numpy as np
 
@@ -30,6 +30,7 @@ try:
 except ImportError as _err:  # pragma: no cover - onnx is an optional dependency
     raise ImportError("importing ONNX models needs the onnx package: pip install onnx") from _err
 
+from ember.frontend.onnx_dynamic import CONVERTERS as DATA_DEPENDENT_CONVERTERS
 from ember.frontend.onnx_quant import CONVERTERS as QUANTIZED_CONVERTERS
 from ember.frontend.onnx_fold import (as_attr, attribute_value, elem_type, evaluate,
                                       onnx_dtype, schema_defaults, schema_function,
@@ -186,6 +187,7 @@ class _Importer:
         self.wanted = None if outputs is None else list(outputs)
         self.top_names: dict[Value, str] = {}   # values under their top-level ONNX name
         self.dynamic_values: set[str] = set()
+        self.nesting = 0                        # > 0 inside function bodies and subgraphs
         self.builder = GraphBuilder(model.graph.name or "onnx_model")
         self.functions = {(f.domain, f.name): f for f in model.functions}
         self.problems: list[str] = []
@@ -307,19 +309,33 @@ class _Importer:
     # nodes ------------------------------------------------------------------------------
     def _convert_nodes(self, nodes: Sequence[NodeProto], env: MutableMapping[str, Value | None],
                        opsets: Mapping[str, int], prefix: str) -> None:
-        for index, node in enumerate(nodes):
-            label = prefix + (node.name or f"{node.op_type.lower()}_{index}")
-            outs = [o for o in node.output if o]
-            if not prefix and outs and all(o in self.constant_inputs for o in outs):
-                for o in outs:                         # bound by the caller: not computed
-                    env[o] = self._constant(o, np.asarray(self.constant_inputs[o]))
-                continue
-            self._convert(node, label, env, opsets)
-            if not prefix:
-                for o in outs:
-                    value = env.get(o)
-                    if value is not None and value is not _UNKNOWN and not value.is_constant:
-                        self.top_names.setdefault(value, o)
+        if prefix:
+            self.nesting += 1
+        try:
+            for index, node in enumerate(nodes):
+                label = prefix + (node.name or f"{node.op_type.lower()}_{index}")
+                if prefix:
+                    self._convert(node, label, env, opsets)
+                else:
+                    self._convert_top(node, label, env, opsets)
+        finally:
+            if prefix:
+                self.nesting -= 1
+
+    def _convert_top(self, node: NodeProto, label: str, env: MutableMapping[str, Value | None],
+                     opsets: Mapping[str, int]) -> None:
+        """A node of the model's graph: skipped when the caller bound its outputs; its
+        outputs are remembered by name (the names run-time bindings use)."""
+        outs = [o for o in node.output if o]
+        if outs and all(o in self.constant_inputs for o in outs):
+            for o in outs:
+                env[o] = self._constant(o, np.asarray(self.constant_inputs[o]))
+            return
+        self._convert(node, label, env, opsets)
+        for o in outs:
+            value = env.get(o)
+            if value is not None and value is not _UNKNOWN and not value.is_constant:
+                self.top_names.setdefault(value, o)
 
     def _convert(self, node: NodeProto, label: str, env: MutableMapping[str, Value | None],
                  opsets: Mapping[str, int]) -> None:
@@ -441,6 +457,21 @@ class _Importer:
         raise UnsupportedOpError(f"input '{formal}' must be a constant (it decides shapes or "
                                  f"layout), but {origin}; make it an initializer or pass "
                                  "constant_inputs")
+
+    def need_output_values(self, ctx: NodeContext, source: Value) -> NoReturn:
+        """Raise for a node whose output shapes depend on the values of `source`, computed
+        at run time (NonZero, ...): naming its outputs as values to bind, when the node is
+        in the model's graph, else the graph inputs `source` comes from."""
+        sources = self.deps.get(source, frozenset())
+        self.dynamic.update(sources)
+        if self.nesting == 0:
+            self.dynamic_values.update(o for o in ctx.node.output if o)
+        else:
+            self.dynamic_values.update(sources)
+        raise UnsupportedOpError("its output shape depends on the values of its input, which "
+                                 "are computed at run time; ember.compile computes it on the "
+                                 "host at run time (from_onnx: bind its outputs with "
+                                 "constant_inputs)")
 
     def add(self, ctx: NodeContext, op: str, inputs: Sequence[Value | None],
             attrs: Mapping[str, Any]) -> tuple[Value, ...]:
@@ -699,3 +730,4 @@ CONVERTERS: dict[str, Converter] = {
     "If": convert_if,
 }
 CONVERTERS.update(QUANTIZED_CONVERTERS)
+CONVERTERS.update(DATA_DEPENDENT_CONVERTERS)

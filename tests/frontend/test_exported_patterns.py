@@ -274,3 +274,84 @@ def test_from_onnx_outputs_and_bound_node_values():
     with pytest.raises(ember.errors.ArgumentError, match=r"constant_inputs names \['nope'\], "
                                                          "which are not graph inputs or node"):
         from_onnx(model, constant_inputs={"nope": relu})
+
+
+def test_nonzero_of_run_time_data():
+    """torch.nonzero / masked indexing: Gather rows by NonZero of a run-time mask."""
+    rng = np.random.default_rng(10)
+    model = model_of(
+        [h.make_node("Greater", ["scores", "threshold"], ["mask"]),
+         h.make_node("NonZero", ["mask"], ["idx"]),
+         h.make_node("Squeeze", ["idx", "axis0"], ["rows"]),
+         h.make_node("Gather", ["x", "rows"], ["picked"], axis=0),
+         h.make_node("Relu", ["picked"], ["y"])],
+        [h.make_tensor_value_info("scores", T.FLOAT, [6]),
+         h.make_tensor_value_info("x", T.FLOAT, [6, 3])],
+        [h.make_tensor_value_info("y", T.FLOAT, ["n", 3])],
+        [const("threshold", np.array(0.0, np.float32)),
+         const("axis0", np.array([0], np.int64))])
+    compiled = ember.compile(model)
+    x = rng.standard_normal((6, 3)).astype(np.float32)
+    for _ in range(3):
+        assert_matches(model, {"scores": rng.standard_normal(6).astype(np.float32), "x": x},
+                       compiled)
+
+
+@pytest.mark.parametrize("center", [0, 1])
+def test_detector_postprocess_non_max_suppression(center):
+    """YOLO/SSD-style post-processing: NMS over run-time boxes and scores, then the kept
+    boxes gathered."""
+    rng = np.random.default_rng(12 + center)
+    batches, classes, count = 2, 3, 12
+    model = model_of(
+        [h.make_node("NonMaxSuppression", ["boxes", "scores", "limit", "iou", "floor"],
+                     ["sel"], center_point_box=center),
+         h.make_node("Gather", ["sel", "col2"], ["box_index"], axis=1),
+         h.make_node("Gather", ["flat_boxes", "box_index"], ["kept"], axis=0)],
+        [h.make_tensor_value_info("boxes", T.FLOAT, [batches, count, 4]),
+         h.make_tensor_value_info("scores", T.FLOAT, [batches, classes, count]),
+         h.make_tensor_value_info("flat_boxes", T.FLOAT, [count, 4])],
+        [h.make_tensor_value_info("sel", T.INT64, ["k", 3]),
+         h.make_tensor_value_info("kept", T.FLOAT, ["k", 4])],
+        [const("limit", np.array([3], np.int64)), const("iou", np.array([0.3], np.float32)),
+         const("floor", np.array([0.2], np.float32)), const("col2", np.array(2, np.int64))])
+    compiled = ember.compile(model)
+    corners = rng.random((batches, count, 2)).astype(np.float32)
+    sizes = rng.random((batches, count, 2)).astype(np.float32) * 0.5
+    boxes = np.concatenate([corners, corners + sizes], axis=2) if not center else \
+        np.concatenate([corners, sizes], axis=2)
+    feeds = {"boxes": boxes, "scores": rng.random((batches, classes, count), np.float32),
+             "flat_boxes": rng.standard_normal((count, 4)).astype(np.float32)}
+    assert_matches(model, feeds, compiled)
+
+
+def test_top_k_with_k_computed_at_run_time():
+    rng = np.random.default_rng(14)
+    model = model_of(
+        [h.make_node("ReduceMax", ["budget"], ["k0"], keepdims=1),
+         h.make_node("Cast", ["k0"], ["k"], to=T.INT64),
+         h.make_node("TopK", ["x", "k"], ["values", "indices"], axis=-1)],
+        [h.make_tensor_value_info("x", T.FLOAT, [2, 9]),
+         h.make_tensor_value_info("budget", T.FLOAT, [3])],
+        [h.make_tensor_value_info("values", T.FLOAT, [2, "k"]),
+         h.make_tensor_value_info("indices", T.INT64, [2, "k"])])
+    compiled = ember.compile(model)
+    for budget in ([1, 4, 2], [3, 3, 0]):
+        assert_matches(model, {"x": rng.standard_normal((2, 9)).astype(np.float32),
+                               "budget": np.array(budget, np.float32)}, compiled)
+
+
+def test_data_dependent_errors():
+    from ember.frontend.onnx import UnsupportedModelError, from_onnx
+    from ember.frontend.onnx_dynamic import non_max_suppression
+
+    model = model_of([h.make_node("NonZero", ["x"], ["idx"])],
+                     [h.make_tensor_value_info("x", T.FLOAT, [4])],
+                     [h.make_tensor_value_info("idx", T.INT64, [1, "n"])])
+    with pytest.raises(UnsupportedModelError, match=r"NonZero.*output shape depends on the "
+                                                    "values of its input") as info:
+        from_onnx(model)
+    assert info.value.dynamic_values == {"idx"}
+    with pytest.raises(ember.errors.ShapeError, match=r"boxes \(2, 5, 3\) must be \(B, N, 4\)"):
+        non_max_suppression({}, [np.zeros((2, 5, 3), np.float32),
+                                 np.zeros((2, 1, 5), np.float32)])
