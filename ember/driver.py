@@ -20,7 +20,7 @@ from ember.errors import ArgumentError, EmberError
 from ember.graph.ir import Graph, without_constant_values
 from ember.lowering import export
 from ember.lowering.cache import KernelCache
-from ember.lowering.compile import Prepared, prepare
+from ember.lowering.compile import KnobsArg, Prepared, prepare
 from ember.lowering.link import link
 from ember.lowering.prepack import run_pack_jobs
 from ember.runtime import threadpool
@@ -76,7 +76,7 @@ def resolve_target(target: str | Target) -> Target:
     kernel cache keeps kernels tuned for different thread counts apart."""
     tgt = Target(target)
     if tgt.kind == "llvm" and tgt.is_host and not tgt.option("num-cores"):
-        tgt = Target(tgt, options=(*tgt.options, ("num-cores", str(threadpool.num_threads()))))
+        tgt = Target(f"{tgt} -num-cores={threadpool.num_threads()}")
     return tgt
 
 
@@ -89,12 +89,12 @@ def _prepack_default(prepack: bool | None) -> bool:
 
 def _prepare(model: Any, target: Target, opt_level: int,
              input_shapes: Mapping[str, Sequence[int]] | None, cache: CacheArg,
-             jobs: int | None, progress: bool | None, prepack: bool, pic: bool = False
-             ) -> Prepared:
+             jobs: int | None, progress: bool | None, prepack: bool, pic: bool = False,
+             knobs: KnobsArg = None) -> Prepared:
     start = time.perf_counter()
     graph = import_model(model, input_shapes)
     seconds = time.perf_counter() - start
-    built = prepare(graph, target, opt_level, cache, jobs, progress, prepack, pic)
+    built = prepare(graph, target, opt_level, cache, jobs, progress, prepack, pic, knobs)
     built.timings["import"] = seconds
     return built
 
@@ -102,7 +102,8 @@ def _prepare(model: Any, target: Target, opt_level: int,
 def compile(model: Any, target: str | Target = "llvm", opt_level: int = 3,
             input_shapes: Mapping[str, Sequence[int]] | None = None,
             cache: CacheArg = True, jobs: int | None = None, progress: bool | None = None,
-            prepack: bool | None = None) -> CompiledModel | SpecializedModel:
+            prepack: bool | None = None, knobs: KnobsArg = None
+            ) -> CompiledModel | SpecializedModel:
     """Compile a model (path, onnx.ModelProto or ember Graph) into a runnable CompiledModel.
 
         model = ember.compile("mobilenet.onnx")
@@ -110,6 +111,9 @@ def compile(model: Any, target: str | Target = "llvm", opt_level: int = 3,
 
     `prepack` (default: on unless EMBER_PREPACK=0) computes the weight-only stages of the
     kernels (packed panels, transposed weights) once here instead of on every run.
+    `knobs` sets the schedules' choices: a mapping from fused group name to Knobs, or a
+    function (group, task) -> Knobs | None (None: the default); the knobs each group ran
+    with are in `model.stats["knobs"]`.
 
     An ONNX model whose shapes are decided at run time (input dims that `input_shapes` leave
     symbolic or unknown, a Reshape's shape computed from input data, an If's condition)
@@ -120,7 +124,8 @@ def compile(model: Any, target: str | Target = "llvm", opt_level: int = 3,
     if tgt.kind in ("cuda", "rocm", "opencl", "metal"):
         from ember.driver_gpu import compile_gpu
 
-        return compile_gpu(model, tgt, opt_level, input_shapes)  # type: ignore[return-value]
+        return compile_gpu(model, tgt, opt_level, input_shapes,  # type: ignore[return-value]
+                           knobs=knobs)
     start = time.perf_counter()
     if not isinstance(model, Graph):
         from ember.frontend.onnx import UnsupportedModelError
@@ -129,7 +134,8 @@ def compile(model: Any, target: str | Target = "llvm", opt_level: int = 3,
         proto = _onnx_model(model)
 
         def compile_graph(graph: Graph) -> CompiledModel:
-            compiled = compile(graph, tgt, opt_level, None, cache, jobs, progress, prepack)
+            compiled = compile(graph, tgt, opt_level, None, cache, jobs, progress, prepack,
+                               knobs)
             assert isinstance(compiled, CompiledModel)
             return compiled
 
@@ -144,7 +150,7 @@ def compile(model: Any, target: str | Target = "llvm", opt_level: int = 3,
         input_shapes = None
     imported = time.perf_counter() - start
     built = _prepare(model, tgt, opt_level, input_shapes, cache, jobs, progress,
-                     _prepack_default(prepack))
+                     _prepack_default(prepack), knobs=knobs)
     built.timings["import"] += imported
     timings = built.timings
     linked = link(built.plan, built.objects, tgt)
@@ -179,7 +185,7 @@ def export_library(model: Any, path: str | os.PathLike[str],
     machine packs them on every run.
     """
     _exportable(model)
-    tgt = Target(target)
+    tgt = resolve_target(target)
     out = export.check_output_path(path)
     cc = export.find_c_compiler(tgt)  # before the compile: fail fast
     built = _prepare(model, tgt, opt_level, input_shapes, cache, jobs, progress,

@@ -37,7 +37,7 @@ def group_program(group: FusedGroup, target: Target) -> tuple[DeviceProgram, lis
 
     try:
         kernels = lower_group_kernels(group.nodes, group.inputs, group.outputs, group.symbol,
-                                      target)
+                                      target, knobs=group.knobs)
         func = lower_gpu(kernels.main)
         program = split_kernels(func, max_threads(target))
     except EmberError as error:
@@ -51,9 +51,11 @@ def group_program(group: FusedGroup, target: Target) -> tuple[DeviceProgram, lis
 
 def compile_gpu(model: Any, target: Target, opt_level: int = 3,
                 input_shapes: Mapping[str, Sequence[int]] | None = None,
-                device: Any = None) -> DeviceModel:
-    """A model compiled for a GPU target and loaded on `device` (default: the first one)."""
+                device: Any = None, knobs: Any = None) -> DeviceModel:
+    """A model compiled for a GPU target and loaded on `device` (default: the first one);
+    `knobs` as for `ember.compile` (the GPU schedules' families)."""
     from ember.driver import import_model
+    from ember.lowering.compile import choose_knobs, knobs_table
     from ember.lowering.plan import exec_plan
     from ember.runtime.devices import default_device
 
@@ -65,6 +67,7 @@ def compile_gpu(model: Any, target: Target, opt_level: int = 3,
     assembled = getattr(memory, "assembled", set())
     groups = [g for g in fused_groups(fused, prepack=False)
               if not (g.outer_outputs and all(v in assembled for v in g.outer_outputs))]
+    groups = choose_knobs(groups, target, knobs)
     timings["optimize"] = time.perf_counter() - start
     kernels: list[Kernel] = []
     launches: dict[str, list[Launch]] = {}
@@ -81,7 +84,8 @@ def compile_gpu(model: Any, target: Target, opt_level: int = 3,
     offsets, blob = pack_constants(fused, calls, [])
     xplan = exec_plan(fused, calls, memory, offsets, blob.size)
     device = device if device is not None else default_device(target.kind)
-    stats = {"groups": len(groups), "kernels": len(kernels), "seconds": timings}
+    stats = {"groups": len(groups), "kernels": len(kernels), "seconds": timings,
+             "knobs": knobs_table(groups)}
     compiled = DeviceModel(xplan, device, code, launches, temporaries, blob, str(target),
                            graph=without_constant_values(fused), stats=stats)
     timings["load"] = time.perf_counter() - start - sum(timings.values())

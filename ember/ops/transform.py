@@ -29,7 +29,8 @@ from ember.dtype import DType
 from ember.errors import ShapeError, UnsupportedOpError
 from ember.types import TensorType
 from ember.ops.elementwise import broadcast_index, broadcast_shape
-from ember.ops.generic import inline_injective, schedule_flat
+from ember.ops.generic import InjectiveKnobs, inline_injective, schedule_flat
+from ember.ops.knobs import Knobs, resolve_knobs
 from ember.ops.registry import REQUIRED, Attrs, OpDef, Pattern
 from ember.target import Target
 from ember.te.schedule import Schedule
@@ -550,19 +551,22 @@ def _scatter_compute(op: str) -> Callable[[Attrs, Sequence[Tensor | None]], list
     return compute
 
 
-def schedule_opaque(outs: Sequence[Tensor], target: Target) -> Schedule:
-    """Schedule for extern-based ops: the loop program runs as written."""
+def schedule_opaque(outs: Sequence[Tensor], target: Target, knobs: Knobs | None = None
+                    ) -> Schedule:
+    """Schedule for extern-based ops: the loop program runs as written (its compute
+    outputs flat, with InjectiveKnobs)."""
+    k = resolve_knobs(InjectiveKnobs, knobs, outs, target)
     s = te.create_schedule([t.op for t in outs])
     inline_injective(s)
     for t in outs:
         if isinstance(t.op, ComputeOp):
-            schedule_flat(s[t], target, str(t.dtype))
+            schedule_flat(s[t], target, str(t.dtype), k)
     return s
 
 
 def _scatter(op: str, attrs: dict[str, Any]) -> OpDef:
     return OpDef(op, ("data", "indices", "updates"), _scatter_infer(op), _scatter_compute(op),
-                 Pattern.OPAQUE, schedule_opaque, attrs=attrs)
+                 Pattern.OPAQUE, schedule_opaque, attrs=attrs, knobs=InjectiveKnobs)
 
 
 # ------------------------------------------------------------------------------------------

@@ -118,7 +118,7 @@ def test_depthwise_conv_with_epilogue():
 def test_conv_schedule_knob_keeps_numbers():
     from ember import te
     from ember.lowering.build import build
-    from ember.ops.conv import OPS, schedule_conv
+    from ember.ops.conv import OPS, ConvNCHWKnobs, schedule_conv
     from ember.target import Target
 
     x, w = rand(1, 8, 6, 12), rand(16, 8, 3, 3)
@@ -127,7 +127,8 @@ def test_conv_schedule_knob_keeps_numbers():
     (out,) = OPS["Conv"].compute(OPS["Conv"].complete_attrs({"pads": [1, 1, 1, 1]}), [X, W])
     (ref,) = run_op("Conv", [x, w], {"pads": [1, 1, 1, 1]})
     for tile in (3, 5):  # 5 does not divide the width: tails
-        module = build(schedule_conv([out], Target("llvm"), ow_tile=tile), [X, W, out])
+        module = build(schedule_conv([out], Target("llvm"), ConvNCHWKnobs(ow_tile=tile)),
+                       [X, W, out])
         got = np.zeros(ref.shape, "float32")
         module(x, w, got)
         np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
