@@ -35,6 +35,7 @@ from ember.frontend.onnx_fold import attribute_value
 from ember.graph.ir import Graph, Value
 
 MAX_STEPS = 8            # chained shape programs before giving up (a cycle is a bug)
+MAX_PROGRAMS = 64        # compiled specializations kept; the least recently used go first
 
 Compiler = Callable[[Graph], Any]    # Graph -> CompiledModel
 
@@ -96,11 +97,14 @@ class SpecializedModel:
     """An ONNX model compiled per distinct run-time shape decision (see the module doc).
 
     `input_shapes` fixes some inputs' shapes; the others come from each run's arrays.
-    `compile_graph` compiles one ember Graph (ember.compile with the caller's options)."""
+    `compile_graph` compiles one ember Graph (ember.compile with the caller's options).
+    At most `max_programs` specializations are kept (least recently used dropped first)."""
 
     def __init__(self, model: Any, compile_graph: Compiler,
-                 input_shapes: Mapping[str, Sequence[int]] | None = None) -> None:
+                 input_shapes: Mapping[str, Sequence[int]] | None = None,
+                 max_programs: int = MAX_PROGRAMS) -> None:
         self.model = load_model(model)
+        self.max_programs = max(1, int(max_programs))
         self.compile_graph = compile_graph
         self.input_shapes = {k: tuple(int(d) for d in v) for k, v in (input_shapes or {}).items()}
         initializers = {t.name for t in self.model.graph.initializer}
@@ -146,9 +150,12 @@ class SpecializedModel:
         for _ in range(MAX_STEPS):
             key = (shapes, tuple((n, a.dtype.str, a.shape, a.tobytes())
                                  for n, a in sorted(bound.items())))
-            step = self._steps.get(key)
+            step = self._steps.pop(key, None)
             if step is None:
-                step = self._steps[key] = self._make_step(feeds, bound)
+                step = self._make_step(feeds, bound)
+                while len(self._steps) >= self.max_programs:
+                    self._steps.pop(next(iter(self._steps)))
+            self._steps[key] = step                  # most recently used last
             if not step.names:
                 return step.program.run(self._unbound(feeds, bound))
             bound.update(step.values(self._unbound(feeds, bound)))

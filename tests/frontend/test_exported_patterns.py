@@ -355,3 +355,15 @@ def test_data_dependent_errors():
     with pytest.raises(ember.errors.ShapeError, match=r"boxes \(2, 5, 3\) must be \(B, N, 4\)"):
         non_max_suppression({}, [np.zeros((2, 5, 3), np.float32),
                                  np.zeros((2, 1, 5), np.float32)])
+
+
+def test_specializations_are_bounded():
+    from ember.specialize import SpecializedModel
+
+    model = paddle_style_model()
+    compiled = SpecializedModel(model, ember.compile, max_programs=2)
+    rng = np.random.default_rng(15)
+    for batch in (1, 2, 3, 1):                   # batch 1 was dropped when 3 came
+        feeds = {"x": rng.standard_normal((batch, 2, 5, 5)).astype(np.float32)}
+        assert_matches(model, feeds, compiled, rtol=1e-4, atol=1e-4)
+    assert compiled.compiles == 4 and len(compiled._steps) == 2
