@@ -333,6 +333,8 @@ class _Importer:
             return
         self._convert(node, label, env, opsets)
         for o in outs:
+            if o in self.constant_inputs:      # some outputs bound: those are constants
+                env[o] = self._constant(o, np.asarray(self.constant_inputs[o]))
             value = env.get(o)
             if value is not None and value is not _UNKNOWN and not value.is_constant:
                 self.top_names.setdefault(value, o)

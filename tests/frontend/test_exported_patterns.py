@@ -367,3 +367,19 @@ def test_specializations_are_bounded():
         feeds = {"x": rng.standard_normal((batch, 2, 5, 5)).astype(np.float32)}
         assert_matches(model, feeds, compiled, rtol=1e-4, atol=1e-4)
     assert compiled.compiles == 4 and len(compiled._steps) == 2
+
+
+def test_binding_one_output_of_a_node():
+    """A value bound by name wins even when its node has other outputs that are computed
+    (an If returning N, C, D, H, W where only D, H, W decide shapes)."""
+    from ember.frontend.onnx import from_onnx
+
+    model = model_of([h.make_node("Split", ["x"], ["a", "b"], axis=0, num_outputs=2),
+                      h.make_node("Add", ["a", "b"], ["y"])],
+                     [h.make_tensor_value_info("x", T.FLOAT, [4])],
+                     [h.make_tensor_value_info("y", T.FLOAT, [2])], opset=18)
+    a = np.array([10.0, 20.0], np.float32)
+    graph = from_onnx(model, constant_inputs={"a": a})
+    x = np.array([1.0, 2.0, 3.0, 4.0], np.float32)
+    (got,) = ember.compile(graph).run([x])
+    np.testing.assert_array_equal(got, a + x[2:])
