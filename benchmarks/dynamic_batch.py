@@ -1,0 +1,126 @@
+"""One model compiled with a symbolic batch against static builds per batch, and onnxruntime.
+
+    python benchmarks/dynamic_batch.py                      # resnet18 at 64x64, batches 1 4 8
+    python benchmarks/dynamic_batch.py --model bert --batches 1 4 --runs 20 --json
+
+The zoo model's batch dim is made symbolic ("N"); `ember.compile(model)` then gives a
+SpecializedModel that compiles per batch at its first run and caches (ember.specialize).
+For each batch the variants are: the symbolic-batch model (after its first run), a static
+build for that batch (`input_shapes`), and onnxruntime on the symbolic model. Outputs are
+checked against onnxruntime. The variants take turns (one untimed run, then a block of
+timed runs, rotating); latency is the median, ratios are against the static build.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from typing import Any, Callable
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import peers  # noqa: E402
+
+
+def symbolic_batch(model: Any) -> Any:
+    """The model with dim 0 of every graph input and output named "N"."""
+    for vi in [*model.graph.input, *model.graph.output]:
+        if vi.name in {t.name for t in model.graph.initializer}:
+            continue
+        dim = vi.type.tensor_type.shape.dim[0]
+        dim.ClearField("dim_value")
+        dim.dim_param = "N"
+    return model
+
+
+def build(name: str) -> Any:
+    from ember.zoo import build_model
+
+    if name == "resnet18":
+        return build_model("resnet18", image_size=64)
+    if name == "bert":
+        return build_model("bert", layers=2, hidden=128, heads=2, intermediate=512)
+    raise SystemExit(f"unknown model {name!r} (resnet18, bert)")
+
+
+def feeds_for(model: Any, batch: int, seed: int) -> dict[str, np.ndarray]:
+    from ember.zoo import random_inputs
+
+    base = random_inputs(model, seed)
+    return {n: np.ascontiguousarray(np.repeat(a[:1], batch, axis=0)
+                                    if a.shape[0] != batch else a) for n, a in base.items()}
+
+
+def measure(variants: dict[str, Callable[[], Any]], runs: int, block: int = 5
+            ) -> dict[str, float]:
+    """Median seconds per variant, taking turns in blocks of `block` timed runs."""
+    times: dict[str, list[float]] = {k: [] for k in variants}
+    order = list(variants)
+    while min(len(v) for v in times.values()) < runs:
+        for name in order:
+            variants[name]()
+            for _ in range(block):
+                start = time.perf_counter()
+                variants[name]()
+                times[name].append(time.perf_counter() - start)
+        order = order[1:] + order[:1]
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="resnet18")
+    parser.add_argument("--batches", type=int, nargs="+", default=[1, 4, 8])
+    parser.add_argument("--runs", type=int, default=30)
+    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    args = parser.parse_args()
+
+    import ember
+    from ember.runtime import threadpool
+
+    threadpool.set_num_threads(args.threads)
+    static_model = build(args.model)
+    model = symbolic_batch(build(args.model))
+    dynamic = ember.compile(model)
+    session = peers.ort_session(model.SerializeToString(), args.threads)
+    rows = []
+    for batch in args.batches:
+        feeds = feeds_for(model, batch, seed=batch)
+        static = ember.compile(static_model, input_shapes={n: a.shape for n, a in feeds.items()}) \
+            if batch != 1 else ember.compile(static_model)
+        want = session.run(None, feeds)[0]
+        for got in (dynamic.run(feeds)[0], static.run(feeds)[0]):
+            scale = float(np.abs(want).max()) or 1.0
+            if float(np.abs(got - want).max()) / scale > 1e-3:
+                raise SystemExit(f"batch {batch}: ember's output differs from onnxruntime's")
+        medians = measure({"symbolic": lambda: dynamic.run(feeds),
+                           "static": lambda: static.run(feeds),
+                           "onnxruntime": lambda: session.run(None, feeds)}, args.runs)
+        rows.append({"batch": batch, **{k: round(v * 1e3, 3) for k, v in medians.items()},
+                     "symbolic/static": round(medians["symbolic"] / medians["static"], 3),
+                     "onnxruntime/static": round(medians["onnxruntime"] / medians["static"],
+                                                 3)})
+    info = {"model": args.model, "cpu": peers.host_cpu(), "threads": args.threads,
+            "compiles": dynamic.compiles, "rows": rows}
+    if args.json:
+        print(json.dumps(info, indent=1))
+        return 0
+    print(f"{args.model}, {info['cpu']}, {args.threads} threads; median ms over "
+          f"{args.runs} runs; the symbolic model compiled {dynamic.compiles} times")
+    print(f"{'batch':>5} {'symbolic':>10} {'static':>10} {'onnxruntime':>12} "
+          f"{'sym/static':>11} {'ort/static':>11}")
+    for r in rows:
+        print(f"{r['batch']:>5} {r['symbolic']:>10} {r['static']:>10} {r['onnxruntime']:>12} "
+              f"{r['symbolic/static']:>11} {r['onnxruntime/static']:>11}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
