@@ -49,11 +49,11 @@ def non_max_suppression(attrs: Mapping[str, Any], arrays: Sequence[np.ndarray | 
 
     limit, iou_limit = int(scalar(2, 0)), scalar(3, 0.0)
     threshold = scalar(4, -np.inf) if len(arrays) > 4 and arrays[4] is not None else None
-    if int(attrs.get("center_point_box", 0)):
-        xc, yc, w, h = (boxes[..., i] for i in range(4))
-        y1, x1, y2, x2 = yc - h / 2, xc - w / 2, yc + h / 2, xc + w / 2
-    else:
-        y1, x1, y2, x2 = (boxes[..., i] for i in range(4))
+    corners: list[np.ndarray] = [boxes[..., i] for i in range(4)]
+    if int(attrs.get("center_point_box", 0)):       # (x centre, y centre, width, height)
+        xc, yc, w, h = corners
+        corners = [yc - h / 2, xc - w / 2, yc + h / 2, xc + w / 2]
+    y1, x1, y2, x2 = corners
     top, bottom = np.minimum(y1, y2), np.maximum(y1, y2)
     left, right = np.minimum(x1, x2), np.maximum(x1, x2)
     area = (bottom - top) * (right - left)
