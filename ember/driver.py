@@ -45,8 +45,9 @@ def import_model(model: Any, input_shapes: Mapping[str, Sequence[int]] | None = 
                                 "already has static input shapes")
         return model
     from ember.frontend.onnx import from_onnx
+    from ember.lowering.evaluate import evaluate_node
 
-    return from_onnx(_onnx_model(model), input_shapes=input_shapes)
+    return from_onnx(_onnx_model(model), input_shapes=input_shapes, evaluate=evaluate_node)
 
 
 def _onnx_model(model: Any) -> Any:

@@ -33,6 +33,7 @@ from ember.frontend.onnx import UnsupportedModelError, from_onnx, load_model
 from ember.frontend.onnx_dynamic import HOST_OPS
 from ember.frontend.onnx_fold import attribute_value
 from ember.graph.ir import Graph, Value
+from ember.lowering.evaluate import evaluate_node
 
 MAX_STEPS = 8            # chained shape programs before giving up (a cycle is a bug)
 MAX_PROGRAMS = 64        # compiled specializations kept; the least recently used go first
@@ -252,7 +253,8 @@ class SpecializedModel:
                 names: list[str] | None) -> Graph:
         shapes = {n: feeds[n].shape for n in self.input_names if n not in bound}
         try:
-            return from_onnx(self.model, shapes, dict(bound), outputs=names)
+            return from_onnx(self.model, shapes, dict(bound), outputs=names,
+                             evaluate=evaluate_node)
         except ShapeError as err:
             raise ShapeError(f"for input shapes { {n: tuple(s) for n, s in shapes.items()} }: "
                              f"{err}") from None

@@ -89,12 +89,12 @@ HOST_OPS: dict[str, HostOp] = {"NonZero": nonzero, "NonMaxSuppression": non_max_
 
 def convert_host_op(imp: _Importer, ctx: NodeContext) -> list[Value | None]:
     """Constant inputs: computed now. Else its outputs are values to bind at run time."""
-    present = [v for v in ctx.values if v is not None]
-    if all(v.is_constant for v in present):
-        arrays = [None if v is None else np.asarray(v.data) for v in ctx.values]
+    arrays = [None if v is None else imp.constant_value(v) for v in ctx.values]
+    if all(a is not None for v, a in zip(ctx.values, arrays) if v is not None):
         results = HOST_OPS[ctx.op](ctx.attrs, arrays)
         return [imp.constant(ctx, r, i) for i, r in enumerate(results)]
-    imp.need_output_values(ctx, next(v for v in present if not v.is_constant))
+    imp.need_output_values(ctx, next(v for v, a in zip(ctx.values, arrays)
+                                     if v is not None and a is None))
 
 
 CONVERTERS = {op: convert_host_op for op in HOST_OPS}

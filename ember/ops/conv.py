@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ember import dtype as dt
 from ember import te
 from ember.errors import ScheduleError, ShapeError, UnsupportedOpError
 from ember.types import TensorType
@@ -87,8 +88,20 @@ def conv_core(x: Tensor, w: Tensor, bias: Tensor | None, strides: Sequence[int],
     ic = te.reduce_axis((0, icg), name="ic")
     ks = [te.reduce_axis((0, k), name=f"k{d}") for d, k in enumerate(kernel)]
 
+    # float16 products are summed in float32 and rounded once, with the bias, at the end
+    # (a float16 accumulator drifts by units in the last place over a window)
+    wide = x.dtype == dt.float16
+
     def x_at(n: Expr, c: Expr, sp: Sequence[Expr]) -> Expr:
-        return x[(n, c, *[sp[d] * strides[d] + ks[d].var * dilations[d] for d in range(nsp)])]
+        v = x[(n, c, *[sp[d] * strides[d] + ks[d].var * dilations[d] for d in range(nsp)])]
+        return v.astype(dt.float32) if wide else v
+
+    def widen(v: Expr) -> Expr:
+        return v.astype(dt.float32) if wide else v
+
+    def finish(v: Expr, c: Expr) -> Expr:
+        v = v + widen(bias[c]) if bias is not None else v
+        return v.astype(x.dtype) if wide else v
 
     ob = conv_block(ocg, icg)
     if ob:
@@ -99,25 +112,23 @@ def conv_core(x: Tensor, w: Tensor, bias: Tensor | None, strides: Sequence[int],
 
         def fconv(n: Expr, o: Expr, *r: Expr) -> Expr:
             g = o // (ocg // ob) if group > 1 else te.const(0)
-            return te.sum(x_at(n, g * icg + ic.var, r[:-1]) * pack[(o, ic, *ks, r[-1])],
+            return te.sum(x_at(n, g * icg + ic.var, r[:-1]) * widen(pack[(o, ic, *ks, r[-1])]),
                           axis=[ic, *ks])
 
         conv = te.compute((n_batch, blocks, *out_sp, ob), fconv, name="conv", tag=tag)
 
         def fout(n: Expr, c: Expr, *sp: Expr) -> Expr:
-            v = conv[(n, c // ob, *sp, c % ob)]
-            return v + bias[c] if bias is not None else v
+            return finish(conv[(n, c // ob, *sp, c % ob)], c)
     else:
         def fplain(n: Expr, c: Expr, *sp: Expr) -> Expr:
             g = c // ocg if group > 1 else te.const(0)
-            weight = w[wread(c, ic.var, *[k.var for k in ks])]
+            weight = widen(w[wread(c, ic.var, *[k.var for k in ks])])
             return te.sum(x_at(n, g * icg + ic.var, sp) * weight, axis=[ic, *ks])
 
         conv = te.compute((n_batch, oc_total, *out_sp), fplain, name="conv", tag=tag)
 
         def fout(n: Expr, c: Expr, *sp: Expr) -> Expr:
-            v = conv[(n, c, *sp)]
-            return v + bias[c] if bias is not None else v
+            return finish(conv[(n, c, *sp)], c)
 
     return te.compute((n_batch, oc_total, *out_sp), fout, name="conv_out",
                       tag=f"{tag}.out")  # type: ignore[return-value]
@@ -319,8 +330,10 @@ def _transpose_geometry(attrs: Attrs, xs: Sequence[int], ws: Sequence[int]
         for i in range(nsp):
             total = full[i] - target_sp[i]
             if total < 0:
-                raise ShapeError(f"output_shape {tuple(output_shape)} is larger than the full "
-                                 f"transposed convolution {tuple(full)}")
+                # a larger output than the full transposed convolution grows at the end,
+                # as output_padding would (the extra positions receive no taps)
+                pads.append((0, total))
+                continue
             # SAME_UPPER puts the odd unit of padding at the end, otherwise at the beginning
             big, small = total - total // 2, total // 2
             pads.append((small, big) if auto == "SAME_UPPER" else (big, small))

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ember import dtype as dt
 from ember import te
 from ember.errors import ScheduleError, ShapeError
 from ember.types import TensorType
@@ -62,6 +63,12 @@ def dense_compute(a: Tensor, b: Tensor, trans_a: bool, trans_b: bool, tag: str,
     batch = broadcast_shape(batch_a, batch_b)
     k = te.reduce_axis((0, k_a), name="k")
     nr = panel_width(n) if m >= SMALL_M else 0
+    # float16 products are summed in float32, as numpy and onnxruntime do: a float16
+    # accumulator drifts by several units in the last place over a few dozen terms
+    wide = a.dtype == dt.float16
+
+    def mul(x: Expr, y: Expr) -> Expr:
+        return x.astype(dt.float32) * y.astype(dt.float32) if wide else x * y
     dot = trans_b and m < SMALL_M and k_a >= DOT_LANES
 
     def a_at(bi: Sequence[Expr], i: Expr, kk: Expr) -> Expr:
@@ -75,12 +82,12 @@ def dense_compute(a: Tensor, b: Tensor, trans_a: bool, trans_b: bool, tag: str,
         # few rows of A against rows of B: lane-wise partial dot products over k
         lanes = DOT_LANES
         ko = te.reduce_axis((0, -(-k_a // lanes)), name="ko")
-        zero = te.const(0, a.dtype)
+        zero = te.const(0, dt.float32 if wide else a.dtype)
 
         def fpart(*idx: Expr) -> Expr:
             *bi, i, j, lane = idx
             kk = ko.var * lanes + lane
-            term = a_at(bi, i, kk) * b_at(_bidx(batch_b, bi), kk, j)
+            term = mul(a_at(bi, i, kk), b_at(_bidx(batch_b, bi), kk, j))
             return te.sum(term if k_a % lanes == 0 else te.if_then_else(kk < k_a, term, zero),
                           axis=ko)
 
@@ -105,16 +112,16 @@ def dense_compute(a: Tensor, b: Tensor, trans_a: bool, trans_b: bool, tag: str,
         def fmm(*idx: Expr) -> Expr:
             *bi, i, j = idx
             bb = _bidx(batch_b, bi)
-            return te.sum(a_at(bi, i, k.var) * packed[(*bb, j // nr, k, j % nr)], axis=k)
+            return te.sum(mul(a_at(bi, i, k.var), packed[(*bb, j // nr, k, j % nr)]), axis=k)
     else:
         def fmm(*idx: Expr) -> Expr:
             *bi, i, j = idx
-            return te.sum(a_at(bi, i, k.var) * b_at(_bidx(batch_b, bi), k.var, j), axis=k)
+            return te.sum(mul(a_at(bi, i, k.var), b_at(_bidx(batch_b, bi), k.var, j)), axis=k)
 
     mm = te.compute((*batch, m, n), fmm, name="mm", tag=tag)
 
     def fout(*idx: Expr) -> Expr:
-        value = mm[idx]
+        value = mm[idx].astype(a.dtype) if wide else mm[idx]
         return epilogue(value, idx) if epilogue is not None else value
 
     return te.compute((*batch, m, n), fout, name="mm_out", tag=f"{tag}.out")  # type: ignore

@@ -244,9 +244,12 @@ def _lp_norm(attrs: Attrs, tensors: Sequence[Tensor | None]) -> list[Tensor]:
     norm = reduce_compute(x, (axis,), True, te.sum, prologue, name="lpnorm_sum",
                           tag="LpNormalization")
 
+    zero = te.const(0, x.dtype)
+
     def body(*i: Expr) -> Expr:
+        # a row whose norm is 0 is all zeros and stays so (not 0 / 0)
         n = norm[_row(i, (axis,))]
-        return x[i] / (n if p == 1 else te.sqrt(n))
+        return te.if_then_else(n == zero, zero, x[i] / (n if p == 1 else te.sqrt(n)))
 
     return [te.compute(shape, body, name="lpnormalization",  # type: ignore[list-item]
                        tag="LpNormalization")]

@@ -61,18 +61,21 @@ def _geometry(attrs: Attrs, xs: Sequence[int]
     return kernel, strides, dilations, pads, out
 
 
-def _infer_pool(attrs: Attrs, inputs: Sequence[TensorType | None]) -> list[TensorType]:
+def _infer_pool(attrs: Attrs, inputs: Sequence[TensorType | None],
+                integers: bool = True) -> list[TensorType]:
+    """Y (and MaxPool's Indices); MaxPool takes 8-bit integers too, the others floats."""
     x = inputs[0]
     assert x is not None
-    if not x.dtype.is_float:
-        raise ShapeError(f"input X must be a float tensor, got {x.dtype}")
+    if not (x.dtype.is_float or integers and x.dtype.is_int and x.dtype.bits == 8):
+        kinds = "a float or 8-bit integer tensor" if integers else "a float tensor"
+        raise ShapeError(f"input X must be {kinds}, got {x.dtype}")
     *_, out = _geometry(attrs, x.shape)
     y = TensorType((x.shape[0], x.shape[1], *out), x.dtype)
     return [y, TensorType(y.shape, dt.parse("int64"))]
 
 
 def _infer_one(attrs: Attrs, inputs: Sequence[TensorType | None]) -> list[TensorType]:
-    return _infer_pool(attrs, inputs)[:1]
+    return _infer_pool(attrs, inputs, integers=False)[:1]
 
 
 class _Window:

@@ -719,7 +719,9 @@ def _cos_body(a: Attrs, ts: list[Tensor], i: tuple[Expr, ...]) -> Expr:
 
 
 def _range_plan(a: Attrs, shapes: list[Shape], dtypes: list[DType]) -> tuple[Shape, DType]:
-    dtype = dtypes[0] if dtypes else _value_dtype(a["start"], dt.int64)
+    # `dtype` names the element type when start/limit/delta came as plain Python numbers
+    dtype = dtypes[0] if dtypes else dt.parse(a["dtype"]) if a.get("dtype") else \
+        _value_dtype(a["start"], dt.int64)
     start, limit, delta = (scalar(a[k]) for k in ("start", "limit", "delta"))
     if delta == 0:
         raise ShapeError("Range: delta is 0")
@@ -852,7 +854,7 @@ OPS: dict[str, OpDef] = {
                                  {"input": REQUIRED, "value": None}, ("input",), n_data=0),
     "Range": injective("Range", ("start", "limit", "delta"), _range_plan, _range_body,
                        {"start": REQUIRED, "limit": REQUIRED, "delta": REQUIRED,
-                        "stash_type": 1},
+                        "stash_type": 1, "dtype": None},
                        ("start", "limit", "delta"), n_data=0),
     "Trilu": injective("Trilu", ("input", "k"), _trilu_plan, _trilu_body,
                        {"upper": 1, "k": 0}, ("k",)),
