@@ -341,6 +341,12 @@ def _cmd_demo(args: argparse.Namespace) -> int:
                           target=args.target)
 
 
+def _cmd_tune(args: argparse.Namespace) -> int:
+    from ember.autotune.command import run
+
+    return run(args, _input_shapes(args))
+
+
 def _cmd_target(args: argparse.Namespace) -> int:
     from ember.target import Target
 
@@ -450,6 +456,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--target", default="llvm", help="target string (default: llvm, the "
                                                     "host CPU)")
     p.set_defaults(func=_cmd_demo)
+
+    p = sub.add_parser("tune", help="tune a model's kernels into a tuning database",
+                       description="Measure schedule candidates of the model's tasks, keep "
+                                   "every measurement in the tuning database; compile with "
+                                   "tuning_db= to use the best.")
+    _model_options(p, compiled_ok=False)
+    from ember.autotune.command import add_arguments
+
+    add_arguments(p)
+    p.set_defaults(func=_cmd_tune)
 
     p = sub.add_parser("target", help="show what a target string means on this machine",
                        description="Parse a target string (default: the host) and print "

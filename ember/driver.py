@@ -103,7 +103,8 @@ def _prepare(model: Any, target: Target, opt_level: int,
 def compile(model: Any, target: str | Target = "llvm", opt_level: int = 3,
             input_shapes: Mapping[str, Sequence[int]] | None = None,
             cache: CacheArg = True, jobs: int | None = None, progress: bool | None = None,
-            prepack: bool | None = None, knobs: KnobsArg = None
+            prepack: bool | None = None, knobs: KnobsArg = None,
+            tuning_db: str | os.PathLike[str] | None = None
             ) -> CompiledModel | SpecializedModel:
     """Compile a model (path, onnx.ModelProto or ember Graph) into a runnable CompiledModel.
 
@@ -114,7 +115,9 @@ def compile(model: Any, target: str | Target = "llvm", opt_level: int = 3,
     kernels (packed panels, transposed weights) once here instead of on every run.
     `knobs` sets the schedules' choices: a mapping from fused group name to Knobs, or a
     function (group, task) -> Knobs | None (None: the default); the knobs each group ran
-    with are in `model.stats["knobs"]`.
+    with are in `model.stats["knobs"]`. `tuning_db`: a tuning database whose best record
+    for each group's task on this target supplies the group's knobs (groups without one,
+    or given by `knobs`, keep their default or given knobs).
 
     An ONNX model whose shapes are decided at run time (input dims that `input_shapes` leave
     symbolic or unknown, a Reshape's shape computed from input data, an If's condition)
@@ -126,8 +129,12 @@ def compile(model: Any, target: str | Target = "llvm", opt_level: int = 3,
         from ember.driver_gpu import compile_gpu
 
         return compile_gpu(model, tgt, opt_level, input_shapes,  # type: ignore[return-value]
-                           knobs=knobs)
+                           knobs=knobs, cache=cache)
     start = time.perf_counter()
+    if tuning_db is not None:
+        from ember.autotune.apply import database_knobs
+
+        knobs = database_knobs(tuning_db, tgt, knobs)
     if not isinstance(model, Graph):
         from ember.frontend.onnx import UnsupportedModelError
         from ember.specialize import SpecializedModel, needs_specialization

@@ -47,3 +47,7 @@ class ModelError(EmberError, ValueError):
 
 class InternalError(EmberError):
     """ember failed on input it accepted: a compiler bug, reported with where it happened."""
+
+
+class TuningError(EmberError):
+    """The tuning database or a tuning run cannot go on (corrupt file, bad record, bad task)."""

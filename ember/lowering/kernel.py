@@ -55,9 +55,12 @@ def anchor_of(nodes: Sequence[Node]) -> Node:
     return max(nodes, key=lambda n: int(get_op(n.op).pattern))
 
 
-def group_compute(nodes: Sequence[Node], inputs: Sequence[Value]
+def group_compute(nodes: Sequence[Node], inputs: Sequence[Value], target: Target | None = None
                   ) -> tuple[list[Tensor], dict[Value, Tensor]]:
-    """Placeholders for `inputs` and the te tensor of every value computed by `nodes`."""
+    """Placeholders for `inputs` and the te tensor of every value computed by `nodes` (on a
+    GPU `target`, in the form its schedules tile: ember.ops.gpu.gpu_compute)."""
+    from ember.ops.gpu import gpu_compute, is_gpu
+
     env: dict[Value, Tensor] = {}
     placeholders = []
     for i, v in enumerate(inputs):
@@ -67,7 +70,8 @@ def group_compute(nodes: Sequence[Node], inputs: Sequence[Value]
     for node in nodes:
         opdef = get_op(node.op)
         args = [env[v] if v is not None else None for v in node.inputs]
-        outs = opdef.compute(node.attrs, args)
+        compute = gpu_compute(opdef) if target is not None and is_gpu(target) else opdef.compute
+        outs = compute(node.attrs, args)
         if len(outs) < len(node.outputs):
             raise EmberError(f"node '{node.name}' ({node.op}): compute gave {len(outs)} "
                              f"outputs, expected {len(node.outputs)}")
@@ -120,10 +124,10 @@ def schedule_for(opdef: OpDef, outs: Sequence[Tensor], target: Target,
 def group_knobs(nodes: Sequence[Node], inputs: Sequence[Value], outputs: Sequence[Value],
                 target: Target | str = "llvm") -> tuple[Task, type[Knobs]]:
     """The Task of a group and its anchor's knob family (to choose knobs before lowering)."""
-    _, env = group_compute(nodes, inputs)
+    tgt = Target(target)
+    _, env = group_compute(nodes, inputs, tgt)
     anchor = anchor_of(nodes)
     opdef = get_op(anchor.op)
-    tgt = Target(target)
     return (group_task(opdef, [env[v] for v in outputs], tgt, anchor.attrs),
             knob_family(opdef, tgt))
 
@@ -306,7 +310,7 @@ def lower_group_kernels(nodes: Sequence[Node], inputs: Sequence[Value],
     from ember.te.lower import lower_schedule
 
     tgt = Target(target)
-    placeholders, env = group_compute(nodes, inputs)
+    placeholders, env = group_compute(nodes, inputs, tgt)
     outs = [env[v] for v in outputs]
     split = split_constant_stages(placeholders, outs, constant or [False] * len(inputs))
     anchor = anchor_of(nodes)
@@ -333,7 +337,7 @@ def build_group(name: str, nodes: Sequence[Node], inputs: Sequence[Value],
                 knobs: Knobs | None = None) -> Module:
     """One compiled kernel computing `outputs` from `inputs`; arguments: inputs, outputs."""
     tgt = Target(target)
-    placeholders, env = group_compute(nodes, inputs)
+    placeholders, env = group_compute(nodes, inputs, tgt)
     outs = [env[v] for v in outputs]
     anchor = get_op(anchor_of(nodes).op)
     s = schedule_for(anchor, outs, tgt, knobs)
