@@ -60,6 +60,28 @@ def feeds_for(model: Any, batch: int, seed: int) -> dict[str, np.ndarray]:
                                     if a.shape[0] != batch else a) for n, a in base.items()}
 
 
+def dispatch_overhead(runs: int = 3000) -> dict[str, float]:
+    """Microseconds per call of a symbolic-batch one-Relu model and of the compiled program
+    it dispatches to: the difference is what specialization costs per run (shape key, cache
+    lookup, input checks), free of the model's own run time."""
+    import onnx.helper as oh
+    from onnx import TensorProto
+
+    import ember
+
+    graph = oh.make_graph([oh.make_node("Relu", ["x"], ["y"])], "relu",
+                          [oh.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 8])],
+                          [oh.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 8])])
+    model = ember.compile(oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)]))
+    feeds = {"x": np.ones((1, 8), np.float32)}
+    model.run(feeds)
+    (step,) = model._steps.values()
+    inner, arrays = step.program.compiled, [feeds["x"]]
+    medians = measure({"symbolic": lambda: model.run(feeds),
+                       "compiled": lambda: inner.run(arrays)}, runs, block=100)
+    return {k: round(v * 1e6, 2) for k, v in medians.items()}
+
+
 def measure(variants: dict[str, Callable[[], Any]], runs: int, block: int = 5
             ) -> dict[str, float]:
     """Median seconds per variant, taking turns in blocks of `block` timed runs."""
@@ -111,7 +133,8 @@ def main() -> int:
                                                  3)})
     info = {"model": f"{args.model} {args.image_size}x{args.image_size}",
             "cpu": peers.host_cpu(), "threads": args.threads,
-            "compiles": dynamic.compiles, "rows": rows}
+            "compiles": dynamic.compiles, "rows": rows,
+            "dispatch_us": dispatch_overhead()}
     if args.json:
         print(json.dumps(info, indent=1))
         return 0
@@ -122,6 +145,9 @@ def main() -> int:
     for r in rows:
         print(f"{r['batch']:>5} {r['symbolic']:>10} {r['static']:>10} {r['onnxruntime']:>12} "
               f"{r['symbolic/static']:>11} {r['onnxruntime/static']:>11}")
+    d = info["dispatch_us"]
+    print(f"dispatch: a one-Relu symbolic model {d['symbolic']} us per run, its compiled "
+          f"program {d['compiled']} us")
     return 0
 
 
