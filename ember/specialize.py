@@ -116,6 +116,8 @@ class SpecializedModel:
             raise ArgumentError(f"input_shapes names {unknown}, which are not graph inputs of "
                                 f"the model (its inputs: {self.input_names})")
         self._steps: dict[Any, _Step] = {}
+        self._declared = {vi.name for vi in self.inputs if vi.name not in self.input_shapes
+                          and _declared_shape(vi) is not None}
         self.compiles = 0          # programs compiled so far (tests and users can watch it)
 
     def prepare(self) -> None:
@@ -123,14 +125,9 @@ class SpecializedModel:
         so that an unsupported model fails here rather than at its first run."""
         feeds = {}
         for vi in self.inputs:
-            shape = self.input_shapes.get(vi.name)
+            shape = self.input_shapes.get(vi.name) or _declared_shape(vi)
             if shape is None:
-                tensor = vi.type.tensor_type
-                if not tensor.HasField("shape") or any(
-                        not (d.HasField("dim_value") and d.dim_value > 0)
-                        for d in tensor.shape.dim):
-                    return
-                shape = tuple(d.dim_value for d in tensor.shape.dim)
+                return
             dtype = _numpy_dtype(vi.type.tensor_type.elem_type)
             if dtype is None:
                 return
@@ -251,7 +248,9 @@ class SpecializedModel:
 
     def _import(self, feeds: Mapping[str, np.ndarray], bound: Mapping[str, np.ndarray],
                 names: list[str] | None) -> Graph:
-        shapes = {n: feeds[n].shape for n in self.input_names if n not in bound}
+        # only the shapes the model leaves open: a declared shape stays the model's own
+        shapes = {n: feeds[n].shape for n in self.input_names
+                  if n not in bound and n not in self._declared}
         try:
             return from_onnx(self.model, shapes, dict(bound), outputs=names,
                              evaluate=evaluate_node)
@@ -280,6 +279,17 @@ def needs_specialization(model: Any, input_shapes: Mapping[str, Sequence[int]] |
         if any(not (d.HasField("dim_value") and d.dim_value > 0) for d in tensor.shape.dim):
             return True
     return False
+
+
+def _declared_shape(vi: Any) -> tuple[int, ...] | None:
+    """The input's shape when the model declares every dim (> 0), else None."""
+    tensor = vi.type.tensor_type
+    if vi.type.WhichOneof("value") != "tensor_type" or not tensor.HasField("shape"):
+        return None
+    dims = tensor.shape.dim
+    if any(not (d.HasField("dim_value") and d.dim_value > 0) for d in dims):
+        return None
+    return tuple(int(d.dim_value) for d in dims)
 
 
 def _numpy_dtype(code: int) -> np.dtype | None:
