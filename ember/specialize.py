@@ -125,7 +125,8 @@ class SpecializedModel:
         so that an unsupported model fails here rather than at its first run."""
         feeds = {}
         for vi in self.inputs:
-            shape = self.input_shapes.get(vi.name) or _declared_shape(vi)
+            shape = self.input_shapes.get(vi.name)
+            shape = _declared_shape(vi) if shape is None else shape
             if shape is None:
                 return
             dtype = _numpy_dtype(vi.type.tensor_type.elem_type)
