@@ -61,7 +61,8 @@ def check(name: str, target: str, small: bool, repeat: int, ort_cuda: bool) -> d
     return {"model": name, "target": target, "small": small, "max_abs_error": error,
             "ember_ms": round(ember_s * 1e3, 3), "onnxruntime_ms": round(ort_s * 1e3, 3),
             "ratio": round(ember_s / ort_s, 3), "compile_s": round(compile_s, 1),
-            "kernels": compiled.stats.get("kernels"), "cpu": cpu_model(), "python": platform.python_version()}
+            "kernels": compiled.stats.get("kernels"), "cpu": cpu_model(),
+            "python": platform.python_version()}
 
 
 def cpu_model() -> str:
