@@ -345,6 +345,16 @@ def _cmd_target(args: argparse.Namespace) -> int:
     from ember.target import Target
 
     t = Target(args.spec) if args.spec else Target.host()
+    if t.kind in ("llvm", "wasm", "cuda", "rocm"):
+        from ember.codegen.llvm_target import check_llvm_target, llvm_target_info
+
+        if args.list_cpus or args.list_features:
+            info = llvm_target_info(t.triple)
+            if info is None:
+                raise EmberError(f"LLVM cannot list the CPUs of triple '{t.triple}' here")
+            print("\n".join(sorted(info.cpus if args.list_cpus else info.features)))
+            return 0
+        check_llvm_target(t)
     print(f"target:       {t}")
     print(f"triple:       {t.triple}")
     print(f"cpu:          {t.cpu}")
@@ -455,6 +465,10 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Parse a target string (default: the host) and print "
                                    "its triple, CPU and vector width.")
     p.add_argument("spec", nargs="?", default="", help='e.g. "llvm -mcpu=znver4"')
+    p.add_argument("--list-cpus", action="store_true",
+                   help="list the CPU names LLVM knows for the target's triple")
+    p.add_argument("--list-features", action="store_true",
+                   help="list the -mattr features LLVM knows for the target's triple")
     p.set_defaults(func=_cmd_target)
     return parser
 

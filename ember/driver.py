@@ -20,6 +20,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ember.codegen.llvm_target import check_llvm_target
 from ember.errors import ArgumentError, EmberError
 from ember.graph.ir import Graph, Value, without_constant_values
 from ember.runtime.aot import link
@@ -258,6 +259,7 @@ def prepare(model: Any, target: Target, opt_level: int = 3,
     zero until the pack jobs run (`run_pack_jobs`)."""
     if not isinstance(opt_level, int) or not 0 <= opt_level <= 3:
         raise ArgumentError(f"opt_level must be an int in [0, 3], got {opt_level!r}")
+    check_llvm_target(target)  # before any worker hands an unknown CPU to LLVM
     timings: dict[str, float] = {}
     start = time.perf_counter()
     graph = import_model(model, input_shapes)
