@@ -20,7 +20,7 @@ from typing import Any, Callable, Mapping, MutableMapping, Sequence
 import numpy as np
 
 from ember.errors import ArgumentError, ModelError, ShapeError, UnsupportedOpError
-from ember.graph.ir import Graph, GraphBuilder, Value, tensor_type
+from ember.graph.ir import Graph, GraphBuilder, Value, check_shape, tensor_type
 from ember.ops.registry import OpDef, all_ops
 
 try:
@@ -253,7 +253,7 @@ class _Importer:
         dtype = onnx_dtype(tensor.elem_type, f"graph input '{name}'")
         dims = list(tensor.shape.dim) if tensor.HasField("shape") else None
         if name in self.input_shapes:
-            shape = tuple(int(d) for d in self.input_shapes[name])
+            shape = check_shape(self.input_shapes[name], f"input_shapes['{name}']")
             if dims is not None:
                 declared = [d.dim_value if d.HasField("dim_value") else None for d in dims]
                 if len(declared) != len(shape) or any(
@@ -272,7 +272,7 @@ class _Importer:
                                  f"({symbol}); ember compiles static shapes: pass "
                                  f"input_shapes={{'{name}': {example}}} (your sizes) to "
                                  "from_onnx/ember.compile")
-        return dtype, tuple(int(d.dim_value) for d in dims)
+        return dtype, check_shape([int(d.dim_value) for d in dims], f"graph input '{name}'")
 
     # nodes ------------------------------------------------------------------------------
     def _convert_nodes(self, nodes: Sequence[NodeProto], env: MutableMapping[str, Value | None],

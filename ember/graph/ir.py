@@ -43,8 +43,35 @@ class TensorType:
         return self.size * self.dtype.storage_bytes
 
 
-def tensor_type(shape: Sequence[int], dtype: str | DType | np.dtype) -> TensorType:
-    return TensorType(tuple(int(d) for d in shape), dt.parse(dtype))
+# kernels index tensors with 32-bit integers: larger tensors are refused, never wrapped
+MAX_ELEMENTS = 2**31 - 1
+
+
+def check_shape(shape: Sequence[Any], what: str) -> tuple[int, ...]:
+    """`shape` as a tuple of ints, or ShapeError naming `what`: every dim an integer
+    (not a bool or a float such as 1.5), >= 0, and at most MAX_ELEMENTS elements in all."""
+    if isinstance(shape, (str, bytes)) or not isinstance(shape, Sequence | np.ndarray):
+        raise ShapeError(f"{what}: expected a sequence of ints as the shape, got {shape!r}")
+    dims = []
+    for index, d in enumerate(shape):
+        if isinstance(d, (bool, np.bool_)) or not isinstance(d, (int, np.integer)):
+            raise ShapeError(f"{what}: dimension {index} must be an int, got "
+                             f"{type(d).__name__} {d!r}")
+        if d < 0:
+            raise ShapeError(f"{what}: dimension {index} is negative ({int(d)})")
+        dims.append(int(d))
+    size = 1
+    for d in dims:
+        size *= d
+    if size > MAX_ELEMENTS:
+        raise ShapeError(f"{what}: shape {tuple(dims)} has {size} elements; ember's kernels "
+                         f"index with 32 bits and support at most {MAX_ELEMENTS}")
+    return tuple(dims)
+
+
+def tensor_type(shape: Sequence[int], dtype: str | DType | np.dtype,
+                what: str = "tensor") -> TensorType:
+    return TensorType(check_shape(shape, what), dt.parse(dtype))
 
 
 class Value:
@@ -180,7 +207,7 @@ class GraphBuilder:
         return name if count == 0 else f"{name}_{count}"
 
     def input(self, name: str, shape: Sequence[int], dtype: str | DType) -> Value:
-        value = Value(self.unique(name), tensor_type(shape, dtype))
+        value = Value(self.unique(name), tensor_type(shape, dtype, f"graph input '{name}'"))
         self.inputs.append(value)
         return value
 
@@ -202,6 +229,8 @@ class GraphBuilder:
             if str(err).startswith(f"node '{node_name}'"):
                 raise
             raise type(err)(f"node '{node_name}' ({op}): {err}") from None
+        for i, t in enumerate(types):
+            check_shape(t.shape, f"node '{node_name}' ({op}) output {i}")
         names = list(output_names or [])
         outputs = tuple(
             Value(self.unique(names[i] if i < len(names) and names[i] else f"{node_name}:{i}"), t)

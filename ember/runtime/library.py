@@ -25,7 +25,10 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ember.errors import ArgumentError, EmberError
-from ember.runtime.threadpool import default_num_threads  # plain Python: no compiler
+from ember.runtime.threadpool import (  # plain Python: no compiler
+    check_thread_count,
+    default_num_threads,
+)
 
 FORMAT = "ember-library-1"
 MAIN_SYMBOL = "model_main"
@@ -257,10 +260,7 @@ class LibraryModel:
     # threads -----------------------------------------------------------------------------
     def set_num_threads(self, count: int) -> None:
         """Use at most `count` threads in this library's parallel loops (1 = serially)."""
-        if not isinstance(count, int) or count < 1:
-            raise ArgumentError(f"set_num_threads: expected a positive thread count, got "
-                                f"{count!r}")
-        self._set_threads(count)
+        self._set_threads(check_thread_count(count))
 
     @property
     def num_threads(self) -> int:

@@ -1,0 +1,87 @@
+"""Bad shapes, thread counts and dims are EmberErrors naming what was wrong, never an
+AssertionError from deep inside or a silently different model."""
+
+import numpy as np
+import pytest
+
+import ember
+from ember.errors import ArgumentError, EmberError, ShapeError
+from ember.graph.ir import MAX_ELEMENTS, GraphBuilder
+from ember.runtime import threadpool
+
+onnx = pytest.importorskip("onnx")
+from onnx import TensorProto, helper  # noqa: E402
+
+
+def _relu_model(dims: list) -> "onnx.ModelProto":
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, dims)
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, dims)
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="r")], "g", [x], [y])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("count,match", [
+    (True, "expected an int thread count, got bool True"),
+    (2.0, "got float 2.0"),
+    ("4", "got str '4'"),
+    (0, "in \\[1, 257\\], got 0"),
+    (1 << 40, "got 1099511627776"),
+])
+def test_set_num_threads_rejects(count, match) -> None:
+    before = threadpool.get_num_threads() if hasattr(threadpool, "get_num_threads") else None
+    with pytest.raises(ArgumentError, match=match):
+        threadpool.set_num_threads(count)
+    if before is not None:
+        assert threadpool.get_num_threads() == before
+
+
+def test_set_num_threads_accepts_numpy_ints() -> None:
+    threadpool.set_num_threads(np.int64(2))
+    threadpool.set_num_threads(1)
+
+
+def test_env_thread_count_is_checked(monkeypatch) -> None:
+    monkeypatch.setenv("EMBER_NUM_THREADS", "100000")
+    with pytest.raises(EmberError, match="EMBER_NUM_THREADS must be an integer in \\[1, 257\\]"):
+        threadpool.default_num_threads()
+
+
+@pytest.mark.parametrize("shape,match", [
+    ((1.5, 8), "dimension 0 must be an int, got float 1.5"),
+    ((2, -3), "dimension 1 is negative \\(-3\\)"),
+    ((True, 8), "dimension 0 must be an int, got bool True"),
+    ((1 << 16, 1 << 16), f"shape .* elements; .* at most {MAX_ELEMENTS}"),
+    ("28", "expected a sequence of ints"),
+])
+def test_input_shapes_are_checked(shape, match) -> None:
+    model = _relu_model(["batch", 8])
+    with pytest.raises(ShapeError, match=f"input_shapes\\['x'\\]: {match}"):
+        ember.compile(model, input_shapes={"x": shape}, cache=False)
+    with pytest.raises(ShapeError, match=f"graph input 'x': {match}"):
+        GraphBuilder("g").input("x", shape, "float32")
+
+
+def test_fractional_batch_is_not_compiled_as_batch_one() -> None:
+    with pytest.raises(ShapeError, match="float 1.5"):
+        ember.compile(_relu_model(["n", 8]), input_shapes={"x": (1.5, 8)}, cache=False)
+    model = ember.compile(_relu_model(["n", 8]), input_shapes={"x": (np.int64(3), 8)},
+                          cache=False)
+    x = np.linspace(-1, 1, 24, dtype="float32").reshape(3, 8)
+    np.testing.assert_array_equal(model.run({"x": x})[0], np.maximum(x, 0))
+
+
+@pytest.mark.parametrize("dims,match", [
+    ([-1, 8], "graph input 'x': dimension 0 is negative \\(-1\\)"),
+    ([1 << 31, 1], "graph input 'x': shape \\(2147483648, 1\\) has 2147483648 elements"),
+])
+def test_bad_dims_in_the_model(dims, match) -> None:
+    with pytest.raises(ShapeError, match=match):
+        ember.compile(_relu_model(dims), cache=False)
+
+
+def test_huge_intermediate_is_refused_by_the_node() -> None:
+    b = GraphBuilder("g")
+    x = b.input("x", (1 << 16, 1), "float32")
+    y = b.input("y", (1, 1 << 16), "float32")
+    with pytest.raises(ShapeError, match="node 'add' \\(Add\\) output 0: shape"):
+        b.add("Add", [x, y])
