@@ -65,7 +65,7 @@ def log(text: str) -> None:
 
 def max_rel_error(got: Sequence[np.ndarray], want: Sequence[np.ndarray]) -> float:
     """Worst error over the outputs, relative to each reference output's largest value."""
-    from ember.runtime.compare import errors
+    from ember.compare import errors
 
     if len(got) != len(want):
         return float("inf")

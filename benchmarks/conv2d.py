@@ -226,7 +226,7 @@ def measure(layer: Layer, threads: Sequence[int], repeat: int, peak: float, rtol
     waiting up to `quiet` seconds for other processes to leave the CPUs alone)."""
     import ember
     from ember.runtime import threadpool
-    from ember.runtime.compare import errors
+    from ember.compare import errors
 
     model = conv_model(layer)
     start = time.perf_counter()

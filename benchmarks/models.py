@@ -59,7 +59,7 @@ def prepare(name: str, workdir: str) -> tuple[str, str]:
 
 def max_rel_error(path: str, reference: str) -> float | None:
     """Worst error of the outputs in `path` relative to those in `reference`."""
-    from ember.runtime.compare import errors
+    from ember.compare import errors
 
     with np.load(path) as got, np.load(reference) as want:
         if len(got.files) != len(want.files):

@@ -65,7 +65,7 @@ Run = Callable[[], list[np.ndarray]]
 
 _EXPORT = """
 import json, sys, time
-from ember.runtime.export import export_library
+from ember.driver import export_library
 path, out, cache, cold = sys.argv[1:]
 info = {}
 if cold == "cold":

@@ -10,8 +10,6 @@
 """
 
 import importlib
-import sys
-import types
 
 from ember.errors import EmberError
 
@@ -21,8 +19,8 @@ __all__ = ["build", "compile", "export_library", "lower", "EmberError", "__versi
 
 # everything but the errors loads on first use, so that loading an exported library
 # (ember.runtime.library) does not import the compiler
-_LAZY = {"build": "ember.build", "lower": "ember.te.lower", "compile": "ember.driver",
-         "export_library": "ember.runtime.export"}
+_LAZY = {"build": "ember.lowering.build", "lower": "ember.te.lower", "compile": "ember.driver",
+         "export_library": "ember.driver"}
 
 
 def __getattr__(name: str) -> object:
@@ -37,14 +35,3 @@ def __getattr__(name: str) -> object:
             if error.name != f"{__name__}.{name}":
                 raise
     raise AttributeError(f"module 'ember' has no attribute '{name}'")
-
-
-class _Package(types.ModuleType):
-    def __setattr__(self, name: str, value: object) -> None:
-        # importing the submodule ember.build binds it here; the function keeps the name
-        if name == "build" and isinstance(value, types.ModuleType) and hasattr(value, "build"):
-            value = value.build
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package

@@ -43,7 +43,7 @@ def _input_shapes(args: argparse.Namespace) -> dict[str, tuple[int, ...]] | None
 
 
 def _is_compiled(path: str) -> bool:
-    from ember.runtime.saved import is_compiled_dir
+    from ember.lowering.saved import is_compiled_dir
 
     return is_compiled_dir(path)
 
@@ -84,7 +84,7 @@ def _compile(args: argparse.Namespace) -> Any:
     import ember
 
     if _is_compiled(args.model):
-        from ember.runtime.saved import load_compiled
+        from ember.lowering.saved import load_compiled
 
         return load_compiled(args.model)
     if not Path(args.model).exists():
@@ -140,7 +140,7 @@ def _summary(array: np.ndarray, count: int = 5) -> str:
 
 # commands ---------------------------------------------------------------------------------
 def _cmd_compile(args: argparse.Namespace) -> int:
-    from ember.runtime.saved import save_compiled
+    from ember.lowering.saved import save_compiled
 
     if args.output.endswith(".so"):
         return _export(args)
@@ -155,7 +155,7 @@ def _cmd_compile(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from ember.runtime.export import export_library
+    from ember.driver import export_library
 
     if not Path(args.model).is_file():
         raise ArgumentError(f"model file '{args.model}' does not exist")
@@ -191,7 +191,7 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
         _print_memory(plan["workspace_bytes"], plan["naive_bytes"], plan["peak_live_bytes"])
         return 0
     if _is_compiled(args.model):
-        from ember.runtime.saved import load_compiled
+        from ember.lowering.saved import load_compiled
 
         if args.source:
             raise ArgumentError("--source needs the model file (.onnx), not a compiled model")
@@ -201,14 +201,14 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
                       model.plan.peak_live_bytes)
         return 0
     from ember.driver import import_model
-    from ember.runtime.groups import fused_groups, optimize, plan
+    from ember.lowering.groups import fused_groups, optimize, plan_memory
 
     graph = optimize(import_model(args.model, _input_shapes(args)), args.opt_level)
     groups = fused_groups(graph)
     if args.source:
         return _print_source(groups, args.source, args.format, args.target)
     print(graph)
-    memory = plan(graph)
+    memory = plan_memory(graph)
     print(f"{len(groups)} fused groups, {len({g.key for g in groups})} distinct kernels")
     _print_memory(memory.workspace_bytes, memory.naive_bytes, memory.peak_live_bytes)
     return 0
@@ -222,7 +222,7 @@ def _print_memory(planned: int, naive: int, peak: int) -> None:
 
 def _print_source(groups: Sequence[Any], wanted: str, fmt: str, target: str) -> int:
     from ember.codegen import jit
-    from ember.driver import lower_group
+    from ember.lowering.compile import lower_group
 
     matches = [g for g in groups if wanted in (g.name, g.symbol)]
     if not matches:
@@ -259,7 +259,7 @@ def _threads(args: argparse.Namespace) -> int:
 def _cmd_bench(args: argparse.Namespace) -> int:
     if _is_library(args.model):
         return _bench_library(args)
-    from ember.runtime.compare import bench
+    from ember.compare import bench
 
     if _is_compiled(args.model):
         raise ArgumentError("bench compares with onnxruntime: pass the .onnx model file")
@@ -289,7 +289,7 @@ def _bench_library(args: argparse.Namespace) -> int:
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    from ember.runtime.compare import check
+    from ember.compare import check
 
     if _is_compiled(args.model):
         raise ArgumentError("check compares with onnxruntime: pass the .onnx model file")

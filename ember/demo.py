@@ -64,7 +64,7 @@ def run_model_demo(name: str = "resnet18", image_size: int = 224, threads: int |
     import ember
     from ember import zoo
     from ember.runtime import threadpool
-    from ember.runtime.compare import bench
+    from ember.compare import bench
 
     config = {"image_size": image_size} if "image_size" in _config_keys(name) else {}
     model = zoo.build_model(name, **config)

@@ -7,7 +7,7 @@ import pytest
 import ember
 from ember.cli import main
 from ember.graph.ir import GraphBuilder
-from ember.runtime.saved import save_compiled
+from ember.lowering.saved import save_compiled
 
 COMMANDS = ["compile", "run", "inspect", "bench", "check", "zoo", "demo", "target"]
 
@@ -102,7 +102,7 @@ def test_onnx_commands(onnx_file, tmp_path, capsys):
 
 def test_inspect_source(onnx_file, capsys):
     from ember.driver import import_model
-    from ember.runtime.groups import fused_groups, optimize
+    from ember.lowering.groups import fused_groups, optimize
 
     group = fused_groups(optimize(import_model(str(onnx_file)), 3))[0]
     assert main(["inspect", str(onnx_file), "--source", group.name]) == 0
@@ -117,13 +117,15 @@ def test_inspect_source(onnx_file, capsys):
 def test_check_names_the_first_diverging_group(onnx_file):
     import onnx
 
-    from ember.runtime.compare import check
+    from ember.compare import check
+    from ember.lowering.link import link
     from ember.runtime.executor import CompiledModel
 
     good = ember.compile(str(onnx_file), cache=False)
     blob = good.constant_bytes().copy()
     blob.view(np.float32)[0] += 5.0  # corrupt the first weight: every later tensor differs
-    bad = CompiledModel(good.plan, good.objects, blob, graph=good.graph)
+    bad = CompiledModel(good.plan, good.objects, blob, graph=good.graph,
+                        linked=link(good.plan, good.objects))
     feeds = {"x": np.random.default_rng(2).standard_normal((3, 16)).astype("float32")}
     model = onnx.load(str(onnx_file))
     assert check(model, good, feeds).first is None

@@ -6,8 +6,8 @@ import pytest
 import ember
 from ember.errors import ArgumentError
 from ember.graph.ir import GraphBuilder
-from ember.runtime.cache import KernelCache
-from ember.runtime.saved import load_compiled, save_compiled
+from ember.lowering.cache import KernelCache
+from ember.lowering.saved import load_compiled, save_compiled
 
 SHAPE = (3, 50)
 

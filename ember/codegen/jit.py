@@ -17,6 +17,7 @@ import llvmlite.binding as llvm
 from ember.codegen.llvm import codegen_llvm
 from ember.codegen.llvm_target import check_llvm_target
 from ember.errors import CodegenError
+from ember.codegen.pool import register_pool
 from ember.runtime import threadpool
 from ember.runtime.module import Module, params_of
 from ember.target import Target
@@ -44,6 +45,7 @@ def _runtime_symbols() -> None:
     """Make libgomp, libgcc's helpers (e.g. double -> half) and `ember_num_threads` visible
     to JIT-compiled code (an unresolved symbol would jump to address 0)."""
     llvm.load_library_permanently(threadpool.load_openmp())
+    register_pool()
     libgcc = ctypes.util.find_library("gcc_s")
     if libgcc is not None:
         llvm.load_library_permanently(libgcc)

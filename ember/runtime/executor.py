@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 
 from ember.errors import EmberError
-from ember.runtime.aot import MAIN_SYMBOL, LinkedModel, link
-from ember.runtime.library import ALIGN, aligned_bytes, check_inputs, median_seconds, slot_value
+from ember.runtime.library import (ALIGN, MAIN_SYMBOL, aligned_bytes, check_inputs, median_seconds,
+                                   slot_value)
 from ember.runtime.plan import ExecPlan, Slot, TensorSpec
 
 __all__ = ["ALIGN", "CompiledModel", "ProfileTable", "aligned_bytes"]
@@ -71,7 +71,7 @@ class CompiledModel:
 
     def __init__(self, plan: ExecPlan, objects: Mapping[str, bytes], constants: np.ndarray,
                  target: str = "llvm", graph: Any = None, stats: Mapping[str, Any] | None = None,
-                 linked: LinkedModel | None = None) -> None:
+                 linked: Any = None) -> None:
         if constants.nbytes < plan.constant_bytes:
             raise EmberError(f"constant blob has {constants.nbytes} bytes, the plan needs "
                              f"{plan.constant_bytes}")
@@ -90,9 +90,11 @@ class CompiledModel:
             self._constants[:plan.constant_bytes] = flat[:plan.constant_bytes]
         self._constants.setflags(write=False)
         self._lock = threading.Lock()
-        # `linked`: the same plan and objects already linked by the caller
-        self._linked: LinkedModel = linked if linked is not None else link(plan, self.objects,
-                                                                           target)
+        # `linked`: the plan and objects linked into this process (anything with
+        # `address(symbol) -> int`; ember.lowering.link makes one)
+        if linked is None:
+            raise EmberError("CompiledModel needs the linked code (ember.lowering.link.link)")
+        self._linked = linked
         count = len(plan.inputs) + len(plan.outputs) + 2
         self._main = ctypes.CFUNCTYPE(ctypes.c_int32, *[ctypes.c_void_p] * count)(
             self._linked.address(MAIN_SYMBOL))

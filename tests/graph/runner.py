@@ -1,6 +1,6 @@
 """A reference graph runner for tests: numpy for the ops below, ember kernels for the rest.
 
-Fused nodes run as one compiled kernel (ember.ops.kernel.build_group) when `compile_fused`
+Fused nodes run as one compiled kernel (ember.lowering.kernel.build_group) when `compile_fused`
 and every op inside is registered, else node by node.
 """
 
@@ -104,7 +104,7 @@ _KERNELS: dict[Any, Any] = {}
 def _compiled(name: str, nodes: Sequence[Node], inputs: Sequence[Value],
               outputs: Sequence[Value]) -> Callable[..., None]:
     from ember.graph.passes.rewrite import freeze_attrs
-    from ember.ops.kernel import build_group
+    from ember.lowering.kernel import build_group
 
     key = tuple((n.op, freeze_attrs({k: v for k, v in n.attrs.items() if k != "graph"}),
                  tuple(id(v) for v in n.inputs), tuple(id(v) for v in n.outputs))

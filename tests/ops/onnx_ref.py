@@ -1,7 +1,7 @@
 """Reference results from onnxruntime for one ONNX node, and the ember side to compare with.
 
     ref = onnx_run("Softmax", [x], {"axis": -1})           # onnxruntime outputs
-    got = ember_run("Softmax", [x], {"axis": -1})           # ember.ops.kernel.run_op
+    got = ember_run("Softmax", [x], {"axis": -1})           # ember.lowering.kernel.run_op
     check_op("Softmax", [x], {"axis": -1}, rtol=1e-5)        # both, compared
 
 Inputs that ember treats as attributes (`attr_inputs`, e.g. Reduce*.axes, Clip.min) are
@@ -86,7 +86,7 @@ def onnx_run(op: str, inputs: Sequence[np.ndarray | None], attrs: Mapping[str, A
 def ember_run(op: str, inputs: Sequence[np.ndarray | None],
               attrs: Mapping[str, Any] | None = None) -> list[np.ndarray]:
     """Compile and run one ember op (attr-inputs already in `attrs`)."""
-    from ember.ops.kernel import run_op
+    from ember.lowering.kernel import run_op
 
     return run_op(op, list(inputs), dict(attrs or {}))
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from ember import te
-from ember.build import build
+from ember.lowering.build import build
 from ember.errors import ShapeError
 from ember.graph.ir import GraphBuilder
 from ember.ops.conv_blocked import (
@@ -18,7 +18,7 @@ from ember.ops.conv_blocked import (
     to_blocked,
 )
 from ember.ops.conv_winograd import pack_winograd
-from ember.ops.kernel import run_op
+from ember.lowering.kernel import run_op
 from ember.target import Target
 from tests.ops.onnx_ref import onnx_run
 
@@ -126,7 +126,7 @@ def test_knobs_keep_the_numbers(knobs):
 
 def test_epilogue_fused_with_blocked_constants():
     """ConvNCHWc -> Add(per-channel, blocked) -> Clip -> Add(residual) as one kernel."""
-    from ember.ops.kernel import build_group
+    from ember.lowering.kernel import build_group
 
     x, w, res = rand(1, 16, 6, 7), rand(16, 16, 3, 3), rand(1, 16, 6, 7)
     shift = rand(16)
@@ -180,7 +180,7 @@ def test_shape_errors():
 @pytest.mark.parametrize("algorithm", ["direct", "depthwise", "winograd"])
 def test_group_with_two_outputs(algorithm):
     """The convolution and its Relu both leave the kernel (the whole-tensor schedule)."""
-    from ember.ops.kernel import build_group
+    from ember.lowering.kernel import build_group
 
     x = rand(1, 16, 6, 7)
     w = rand(16, 1, 3, 3) if algorithm == "depthwise" else rand(16, 16, 3, 3)

@@ -5,7 +5,7 @@ import pytest
 
 from ember.errors import ShapeError, UnsupportedOpError
 from ember.graph.ir import GraphBuilder
-from ember.ops.kernel import build_group
+from ember.lowering.kernel import build_group
 from tests.ops.onnx_ref import check_op
 
 RNG = np.random.default_rng(11)

@@ -151,7 +151,7 @@ def test_pow_int() -> None:
     # integer Pow goes through float64 pow(); run_op would name the kernel "pow" and shadow
     # libm's pow, so this builds the one-node kernel under another name
     from ember.graph.ir import Node, Value, tensor_type
-    from ember.ops.kernel import build_group
+    from ember.lowering.kernel import build_group
 
     a, b = randint(3, 7, low=-5, high=6), randint(7, low=0, high=4)
     x, y = Value("x", tensor_type(a.shape, a.dtype)), Value("y", tensor_type(b.shape, b.dtype))

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from ember.errors import ShapeError, UnsupportedOpError
-from ember.ops.kernel import run_op
+from ember.lowering.kernel import run_op
 from tests.ops.onnx_ref import check_op
 
 rng = np.random.default_rng(11)
@@ -142,7 +142,7 @@ def test_resize_parallel_size():
 def test_resize_fused_epilogue_reads_twice():
     """Resize inlined twice into a fused Add keeps its shared coordinates (Let) correct."""
     from ember.graph.ir import Node, Value, tensor_type
-    from ember.ops.kernel import build_group
+    from ember.lowering.kernel import build_group
     from ember.ops.registry import get_op
     from tests.ops.onnx_ref import onnx_run
 

@@ -5,7 +5,7 @@ import pytest
 
 from ember.errors import ShapeError, UnsupportedOpError
 from ember.graph.ir import GraphBuilder
-from ember.ops.kernel import build_group, run_op
+from ember.lowering.kernel import build_group, run_op
 from tests.ops.onnx_ref import check_op, onnx_run
 
 RNG = np.random.default_rng(7)
@@ -117,7 +117,7 @@ def test_depthwise_conv_with_epilogue():
 
 def test_conv_schedule_knob_keeps_numbers():
     from ember import te
-    from ember.build import build
+    from ember.lowering.build import build
     from ember.ops.conv import OPS, schedule_conv
     from ember.target import Target
 
@@ -185,7 +185,7 @@ def test_wide_and_3d_pools_match_onnxruntime(op, shape, attrs):
 
 def test_pool_schedule_is_separable_and_vectorized():
     from ember import te
-    from ember.build import optimize
+    from ember.lowering.build import optimize
     from ember.ops.pool import OPS, schedule_pool
     from ember.target import Target
     from ember.te.lower import lower

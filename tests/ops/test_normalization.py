@@ -6,7 +6,7 @@ import pytest
 import ember
 from ember.errors import ShapeError, UnsupportedOpError
 from ember.graph.ir import GraphBuilder, Node, Value, tensor_type
-from ember.ops.kernel import group_compute, schedule_for
+from ember.lowering.kernel import group_compute, schedule_for
 from ember.ops.registry import get_op
 from ember.target import Target
 from tests.ops.onnx_ref import check_op, ember_run

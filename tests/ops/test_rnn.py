@@ -102,7 +102,7 @@ def test_rnn_errors():
 def test_packed_weights_match_onnxruntime(kind, direction, attrs, lens):
     """Weights as constants (packed at compile time), hidden sizes that are not a multiple
     of the 32-unit blocks and a gate count that does not fill the last input panel."""
-    from ember.ops.kernel import run_op
+    from ember.lowering.kernel import run_op
 
     t, b, i, h = 7, 3, 36, 20
     gates, dirs = (4 if kind == "LSTM" else 3), (2 if direction == "bidirectional" else 1)

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from ember.errors import ShapeError
-from ember.ops.kernel import run_op
+from ember.lowering.kernel import run_op
 from tests.ops.onnx_ref import check_op
 
 RNG = np.random.default_rng(7)

@@ -7,7 +7,7 @@ import pytest
 
 from ember.errors import ShapeError, UnsupportedOpError
 from ember.graph.ir import Node, Value, tensor_type
-from ember.ops.kernel import build_group, run_op
+from ember.lowering.kernel import build_group, run_op
 from ember.ops.registry import get_op
 from tests.ops.onnx_ref import check_op, onnx_run
 

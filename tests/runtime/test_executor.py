@@ -10,8 +10,8 @@ from ember import dtype as dt
 from ember.codegen.llvm import codegen_llvm
 from ember.errors import CodegenError, EmberError
 from ember.graph.ir import GraphBuilder
-from ember.runtime.aot import MAIN_SYMBOL, link, main_function
-from ember.runtime.cache import KernelCache, cache_key, default_cache_dir
+from ember.lowering.link import MAIN_SYMBOL, link, main_function
+from ember.lowering.cache import KernelCache, cache_key, default_cache_dir
 from ember.runtime.executor import CompiledModel, aligned_bytes
 from ember.runtime.plan import ExecPlan, KernelCall, Slot, TensorSpec
 from ember.tir.expr import Call, IntImm
@@ -90,7 +90,7 @@ def test_constant_blob_too_small_is_rejected():
     graph, _ = _chain()
     model = ember.compile(graph, cache=False)
     with pytest.raises(EmberError, match="constant blob has 1 bytes"):
-        CompiledModel(model.plan, model.objects, np.zeros(1, np.uint8))
+        CompiledModel(model.plan, model.objects, np.zeros(1, np.uint8), linked=object())
 
 
 def test_cache_round_trip_and_corruption(tmp_path):

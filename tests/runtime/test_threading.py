@@ -15,6 +15,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 from ember.errors import EmberError  # noqa: E402
+from ember.codegen import pool  # noqa: E402
 from ember.runtime import threadpool  # noqa: E402
 
 
@@ -48,6 +49,7 @@ def test_openmp_loads() -> None:
 _SCRIPT = textwrap.dedent("""
     import ctypes
     import numpy as np
+    from ember.codegen import pool
     from ember.codegen.jit import build_llvm
     from ember.runtime import threadpool
     from ember.tir import Call, Evaluate, For, ForKind, PrimFunc, Seq, Store, Var, buffer, const
@@ -60,7 +62,7 @@ _SCRIPT = textwrap.dedent("""
     ids = np.full(64, -1, "int32")
     build_llvm(f)(ids)
     me = ctypes.CDLL(None).gettid()
-    print(threadpool.active_pool(), threadpool.num_threads(), len(set(ids.tolist())),
+    print(pool.active_pool(), threadpool.num_threads(), len(set(ids.tolist())),
           int(me in ids.tolist()))  # the calling thread takes part
 """)
 
@@ -81,7 +83,7 @@ def test_unknown_pool_is_rejected(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(EmberError, match="EMBER_THREAD_POOL must be one of ember, gomp"):
         threadpool.pool_kind()
     with pytest.raises(EmberError, match="non-negative"):
-        threadpool.set_spin(-1)
+        pool.set_spin(-1)
 
 
 def test_parallel_results_match_serial_for_every_thread_count() -> None:
@@ -196,6 +198,7 @@ def test_forked_child_gets_a_fresh_pool() -> None:
 _PIN_SCRIPT = textwrap.dedent("""
     import os
     import numpy as np
+    from ember.codegen import pool
     from ember.codegen.jit import build_llvm
     from ember.runtime import threadpool
     from ember.tir import Call, Evaluate, For, ForKind, PrimFunc, Seq, Store, Var, buffer, const

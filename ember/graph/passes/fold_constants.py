@@ -57,7 +57,7 @@ def should_fold(node: Node) -> bool:
 def evaluate_node(node: Node, target: str = "llvm") -> list[np.ndarray]:
     """Run one node on its constant inputs with a compiled (and cached) kernel."""
     from ember.graph.ir import tensor_type
-    from ember.ops.kernel import build_group
+    from ember.lowering.kernel import build_group
 
     present = [v for v in node.inputs if v is not None]
     assert all(v.data is not None for v in present)

@@ -124,7 +124,7 @@ def test_vector_erf_keeps_exp_for_the_back_end():
     assert "exp" not in _calls(scalar.body)  # scalars expand exp too
     # compiled by the LLVM back end (its inline vector exp), 16 lanes at a time
     from ember import te
-    from ember.build import build
+    from ember.lowering.build import build
     from ember.target import Target
 
     a = te.placeholder((len(x),), "float32", name="a")

@@ -21,13 +21,12 @@ import shlex
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from ember.errors import ArgumentError, EmberError
 from ember.runtime import library
-from ember.runtime.cache import KernelCache
 from ember.target import Target
 
 # the pool's libgomp entry points: dropped from the library, which must not need libgomp
@@ -81,19 +80,20 @@ def find_c_compiler(target: Target | str = "llvm") -> list[str]:
     raise CompilerNotFoundError(
         f"target triple '{triple}' is not this machine's and no linker for it was found "
         f"(looked for {', '.join(names)}): set CC to a cross C compiler for '{triple}', or "
-        "write the unlinked objects with ember.runtime.export.export_objects")
+        "write the unlinked objects with ember.driver.export_objects")
 
 
 # the pieces -----------------------------------------------------------------------------
 def runtime_ir(target: Target) -> str:
     """The thread pool plus the library's thread-count global and exported entry points."""
+    from ember.codegen.pool import pool_ir
     from ember.runtime import threadpool
 
     arch = target.triple.split("-")[0]
     if arch not in threadpool.FUTEX_SYSCALLS:
         raise ExportError(f"target triple '{target.triple}': the thread pool supports "
                           f"{', '.join(sorted(threadpool.FUTEX_SYSCALLS))} only")
-    text = threadpool.pool_ir(target.triple, arch, threadpool.FUTEX_SYSCALLS[arch],
+    text = pool_ir(target.triple, arch, threadpool.FUTEX_SYSCALLS[arch],
                               threadpool.DEFAULT_SPIN)
     return text + f"""
 @{threadpool.NUM_THREADS_SYMBOL} = global i32 1, align 64
@@ -136,7 +136,7 @@ def runtime_object(target: Target) -> bytes:
 def main_object(plan: Any, target: Target) -> bytes:
     """model_main, position-independent."""
     from ember.codegen import jit
-    from ember.runtime.aot import main_function
+    from ember.lowering.link import main_function
 
     return jit.emit_object([main_function(plan)], target)
 
@@ -145,7 +145,7 @@ def metadata(plan: Any, target: Target) -> dict[str, Any]:
     """What the loader reads: format, versions, target and the plan (inputs, outputs,
     output sources, workspace and constant bytes, kernel calls)."""
     from ember import __version__
-    from ember.runtime.cache import compiler_version
+    from ember.lowering.cache import compiler_version
 
     return {"format": library.FORMAT, "ember_version": __version__,
             "compiler": compiler_version(), "target": str(target), "triple": target.triple,
@@ -205,7 +205,7 @@ def _link(cc: Sequence[str], output: Path, files: Sequence[str], work: Path) -> 
 def _run_pack_jobs(built: Any, cc: Sequence[str], objects: Sequence[str], work: Path) -> None:
     """Fill the packed-weight slots of the blob by running the pack kernels from a helper
     library linked from the same objects (serially: no pool threads outlive it)."""
-    from ember.runtime.prepack import run_pack_jobs
+    from ember.lowering.prepack import run_pack_jobs
 
     helper = work / "pack_helper.so"
     _link(cc, helper, [o for o in objects if o != "main.o"], work)
@@ -221,48 +221,31 @@ def _run_pack_jobs(built: Any, cc: Sequence[str], objects: Sequence[str], work: 
         _ctypes.dlclose(lib._handle)
 
 
-def _prepare(model: Any, target: Target, opt_level: int,
-             input_shapes: Mapping[str, Sequence[int]] | None,
-             cache: bool | str | os.PathLike[str] | KernelCache, jobs: int | None,
-             progress: bool | None, prepack: bool | None) -> Any:
-    from ember.driver import prepare
-    from ember.runtime.executor import CompiledModel
-
-    if isinstance(model, CompiledModel):
-        raise ArgumentError("export takes the model itself (a path, an onnx.ModelProto or an "
-                            "ember Graph), not a CompiledModel: its kernels are compiled for "
-                            "this process's JIT")
-    return prepare(model, target, opt_level, input_shapes, cache, jobs, progress, prepack,
-                   pic=True)
-
-
-def export_library(model: Any, path: str | os.PathLike[str],
-                   input_shapes: Mapping[str, Sequence[int]] | None = None,
-                   opt_level: int = 3, target: str | Target = "llvm",
-                   cache: bool | str | os.PathLike[str] | KernelCache = True,
-                   jobs: int | None = None, progress: bool | None = None,
-                   prepack: bool | None = None) -> Path:
-    """Compile `model` (path, onnx.ModelProto or ember Graph) into the shared library `path`
-    (written atomically); load it with `ember.runtime.library.load_library`.
-
-    Weights are prepacked for host targets (as by `ember.compile`); a library for another
-    machine packs them on every run.
-    """
-    tgt = Target(target)
+def check_output_path(path: str | os.PathLike[str]) -> Path:
     out = Path(path)
     if out.is_dir():
         raise ArgumentError(f"export_library: '{out}' is a directory; expected a file path "
                             "such as model.so")
-    cc = find_c_compiler(tgt)  # before the compile: fail fast
-    built = _prepare(model, tgt, opt_level, input_shapes, cache, jobs, progress,
-                     prepack if tgt.is_host else False)
+    return out
+
+
+def check_output_directory(directory: str | os.PathLike[str]) -> Path:
+    root = Path(directory)
+    if root.exists() and not root.is_dir():
+        raise ArgumentError(f"export_objects: '{root}' exists and is not a directory")
+    return root
+
+
+def write_library(built: Any, target: Target, cc: Sequence[str], out: Path) -> Path:
+    """Link a prepared model (position-independent objects) into the shared library `out`,
+    atomically: a temp file next to it, renamed into place."""
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".ember-export-") as name:
         work = Path(name)
-        objects = _write_objects(built, tgt, work)
+        objects = _write_objects(built, target, work)
         if built.pack_jobs:
             _run_pack_jobs(built, cc, objects, work)
-        files = objects + _write_data(built, tgt, work)
+        files = objects + _write_data(built, target, work)
         fd, temp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
         os.close(fd)
         try:
@@ -275,24 +258,13 @@ def export_library(model: Any, path: str | os.PathLike[str],
     return out
 
 
-def export_objects(model: Any, directory: str | os.PathLike[str],
-                   input_shapes: Mapping[str, Sequence[int]] | None = None,
-                   opt_level: int = 3, target: str | Target = "llvm",
-                   cache: bool | str | os.PathLike[str] | KernelCache = True,
-                   jobs: int | None = None, progress: bool | None = None) -> Path:
-    """The library's pieces, unlinked, in `directory` (for a machine without a linker for
-    the target): objects, data.s with constants.bin and metadata.json, and link.sh, the
-    command that links them there. Weights are not prepacked (the kernels pack them)."""
-    tgt = Target(target)
-    root = Path(directory)
-    if root.exists() and not root.is_dir():
-        raise ArgumentError(f"export_objects: '{root}' exists and is not a directory")
-    built = _prepare(model, tgt, opt_level, input_shapes, cache, jobs, progress, False)
+def write_objects(built: Any, target: Target, root: Path) -> Path:
+    """A prepared model's objects, data.s and link.sh in `root`, to link on the target."""
     root.mkdir(parents=True, exist_ok=True)
-    files = _write_objects(built, tgt, root) + _write_data(built, tgt, root)
+    files = _write_objects(built, target, root) + _write_data(built, target, root)
     command = shlex.join(link_command(["${CC:-cc}"], "model.so", files)).replace(
         "'${CC:-cc}'", "${CC:-cc}")
-    (root / "link.sh").write_text(f"#!/bin/sh\n# links model.so for {tgt.triple}\n"
+    (root / "link.sh").write_text(f"#!/bin/sh\n# links model.so for {target.triple}\n"
                                   f"cd \"$(dirname \"$0\")\" && {command}\n")
     os.chmod(root / "link.sh", 0o755)
     return root

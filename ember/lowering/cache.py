@@ -17,10 +17,9 @@ import tempfile
 from pathlib import Path
 
 MAGIC = b"EMBERKO1"
-# what turns a fused group into machine code (graph passes and front ends do not)
-CODE_SOURCES = ("ops", "te", "tir", "arith", "codegen")
-CODE_FILES = ("dtype.py", "target.py", "build.py", "runtime/aot.py", "runtime/module.py",
-              "runtime/threadpool.py", "runtime/groups.py")
+# every source file of the installed package counts: a hand-kept list of "the files that
+# decide kernel code" goes stale the day someone adds a module
+_SOURCE_SUFFIXES = (".py", ".ll", ".c", ".h")
 _DIGEST_BYTES = 32
 
 
@@ -36,23 +35,24 @@ def default_cache_dir() -> Path:
 
 @functools.cache
 def compiler_version() -> str:
-    """ember's version plus a digest of the sources that decide kernel code: a changed
-    compiler never reuses stale objects."""
+    """ember's version plus a digest of every source file of the installed package: a
+    changed compiler never reuses stale objects."""
     from ember import __version__
 
     root = Path(__file__).resolve().parent.parent
     digest = hashlib.sha256()
-    files = [p for part in CODE_SOURCES for p in sorted((root / part).glob("**/*.py"))
-             if p.is_file()] + [root / f for f in CODE_FILES if (root / f).is_file()]
+    files = sorted(p for p in root.rglob("*") if p.suffix in _SOURCE_SUFFIXES and p.is_file()
+                   and "__pycache__" not in p.parts)
     for path in files:
         digest.update(str(path.relative_to(root)).encode())
         digest.update(path.read_bytes())
     return f"{__version__}+{digest.hexdigest()[:16]}"
 
 
-def cache_key(kernel_key: str, target: str) -> str:
-    """The file name stem of one kernel's entry."""
-    text = f"{kernel_key}\0{target}\0{compiler_version()}"
+def cache_key(kernel_key: str, target: str, knobs: str = "") -> str:
+    """The file name stem of one kernel's entry: its structure, the target (with its thread
+    count), the schedule's knobs and the compiler version."""
+    text = f"{kernel_key}\0{target}\0{knobs}\0{compiler_version()}"
     return hashlib.sha256(text.encode()).hexdigest()[:40]
 
 

@@ -17,8 +17,8 @@ from onnx import TensorProto, helper  # noqa: E402
 import ember  # noqa: E402
 from ember.errors import ArgumentError  # noqa: E402
 from ember.runtime import library  # noqa: E402
-from ember.runtime.export import (  # noqa: E402
-    CompilerNotFoundError, LinkError, export_library, export_objects, find_c_compiler)
+from ember.driver import export_library, export_objects  # noqa: E402
+from ember.lowering.export import CompilerNotFoundError, LinkError, find_c_compiler  # noqa: E402
 from ember.runtime.library import load_library  # noqa: E402
 
 pytestmark = pytest.mark.skipif(shutil.which("cc") is None and not os.environ.get("CC"),

@@ -7,10 +7,10 @@ import ember
 from ember import te
 from ember.errors import EmberError
 from ember.graph.ir import GraphBuilder, Value, tensor_type
-from ember.ops.kernel import run_op, split_constant_stages
-from ember.runtime.cache import KernelCache
-from ember.runtime.prepack import PackJob, run_pack_jobs
-from ember.runtime.saved import load_compiled, save_compiled
+from ember.lowering.kernel import run_op, split_constant_stages
+from ember.lowering.cache import KernelCache
+from ember.lowering.prepack import PackJob, run_pack_jobs
+from ember.lowering.saved import load_compiled, save_compiled
 
 
 def _rng(seed=0):

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from ember.errors import ArgumentError
+from ember.lowering.link import link
 from ember.runtime.executor import CompiledModel
 from ember.runtime.plan import ExecPlan
 
@@ -30,7 +31,7 @@ def is_compiled_dir(path: str | os.PathLike[str]) -> bool:
 
 def save_compiled(model: CompiledModel, path: str | os.PathLike[str]) -> Path:
     """Write `model` to directory `path` (replacing an earlier compiled model there)."""
-    from ember.runtime.cache import compiler_version
+    from ember.lowering.cache import compiler_version
 
     target = Path(path)
     if target.exists() and not is_compiled_dir(target):
@@ -78,6 +79,7 @@ def load_compiled(path: str | os.PathLike[str]) -> CompiledModel:
         raise ArgumentError(f"'{root}': constants.bin has {constants.size} bytes, the plan "
                             f"needs {plan.constant_bytes}")
     graph_text = (root / "graph.txt").read_text() if (root / "graph.txt").is_file() else None
-    model = CompiledModel(plan, objects, constants, meta.get("target", "llvm"))
+    target = meta.get("target", "llvm")
+    model = CompiledModel(plan, objects, constants, target, linked=link(plan, objects, target))
     model.graph_text = graph_text  # type: ignore[attr-defined]
     return model

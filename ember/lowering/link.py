@@ -14,13 +14,13 @@ from typing import Any
 
 from ember import dtype as dt
 from ember.errors import CodegenError
+from ember.runtime.library import MAIN_SYMBOL
 from ember.runtime.plan import ExecPlan, Slot
 from ember.target import Target
 from ember.tir.expr import Call, IntImm, Load
 from ember.tir.function import Buffer, PrimFunc
 from ember.tir.stmt import Evaluate, Seq, Stmt
 
-MAIN_SYMBOL = "model_main"
 
 
 def _flat_buffer(name: str, size: int, dtype: str) -> Buffer:
@@ -53,7 +53,7 @@ def main_function(plan: ExecPlan) -> PrimFunc:
 def emit_kernel_object(funcs: list[PrimFunc], target: Target | str = "llvm",
                        pic: bool = False) -> bytes:
     """An object file for linking into this process's JIT (see `link`), or with `pic` into
-    a shared library (see ember.runtime.export).
+    a shared library (see ember.lowering.export).
 
     The JIT's objects use its code model and relocation model (absolute addresses):
     position-independent objects use GOT-relative addressing that the JIT linker resolves

@@ -3,7 +3,7 @@
 A group whose weights feed stages that read nothing else (B's panels, an LSTM's transposed
 W and R, a blocked convolution kernel) compiles into two functions: the main kernel, which
 reads the packed weights as extra constant inputs, and `<symbol>_pack`, which computes them
-from the original weights (ember.ops.kernel.split_constant_stages decides which stages).
+from the original weights (ember.lowering.kernel.split_constant_stages decides which stages).
 The pack functions run once per compile, writing straight into the constant blob; a weight
 that nothing else reads is then left out of the blob.
 
@@ -23,8 +23,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ember.errors import EmberError
+from ember.runtime.library import aligned_bytes
 from ember.graph.ir import Graph, Value
-from ember.runtime.groups import ALIGN, FusedGroup
+from ember.lowering.groups import ALIGN, FusedGroup
 
 PACK_SUFFIX = "_pack"
 
@@ -74,7 +75,6 @@ def pack_constants(graph: Graph, calls: Sequence[FusedGroup], jobs: Sequence[Pac
                    ) -> tuple[dict[Value, int], np.ndarray]:
     """One 64-byte aligned blob holding every constant a kernel reads or the graph returns;
     the slots of packed weights are zero until `run_pack_jobs` fills them."""
-    from ember.runtime.executor import aligned_bytes
 
     packed = {v for job in jobs for v in job.packed}
     offsets: dict[Value, int] = {}

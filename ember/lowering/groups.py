@@ -1,15 +1,13 @@
-"""Fused groups as kernels: structure keys, and the graph pipeline / memory planner entry points.
+"""Fused groups as kernels: structure keys, and the graph pipeline's entry point.
 
-`optimize(graph, opt_level)` runs ember.graph.pipeline.optimize_graph and wraps any node it
-left unfused into a one-node "Fused" group; `plan(graph)` runs the graph memory planner, or a
-naive one (every intermediate its own slot) where none is available.
+`optimize(graph, opt_level, target)` runs ember.graph.pipeline.optimize_graph and wraps any
+node it left unfused into a one-node "Fused" group; `fused_groups` turns every Fused node
+into a FusedGroup, the unit the rest of lowering compiles.
 """
 
 from __future__ import annotations
 
 import hashlib
-import importlib
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,21 +15,12 @@ import numpy as np
 
 from ember.errors import EmberError
 from ember.graph.ir import Graph, Node, TensorType, Value
+from ember.graph.memory import plan_memory
+from ember.graph.pipeline import optimize_graph
+from ember.lowering.kernel import group_compute, split_constant_stages
+from ember.ops.registry import get_op
 
 ALIGN = 64
-_PLANNER_MODULES = ("ember.graph.memory", "ember.graph.memory_plan", "ember.graph.plan_memory",
-                    "ember.graph.passes.plan_memory", "ember.graph.passes.memory",
-                    "ember.graph.planner")
-
-
-@dataclass(frozen=True)
-class NaiveMemoryPlan:
-    """Every intermediate in its own 64-byte aligned slot (what a planner must beat)."""
-
-    offsets: dict[Value, int]
-    workspace_bytes: int
-    naive_bytes: int
-    peak_live_bytes: int
 
 
 @dataclass(frozen=True)
@@ -70,20 +59,8 @@ class FusedGroup:
         return " -> ".join(n.op for n in self.nodes)
 
 
-def _optional_module(name: str) -> Any:
-    """The module `name`, or None when it does not exist (errors inside it propagate)."""
-    try:
-        return importlib.import_module(name)
-    except ModuleNotFoundError as error:
-        if error.name is not None and name.startswith(error.name):
-            return None
-        raise
-
-
 def wrap_node(node: Node) -> Node:
     """A one-node Fused group around `node`."""
-    from ember.ops.registry import get_op
-
     inputs = tuple(dict.fromkeys(v for v in node.inputs if v is not None))
     sub = Graph(node.name, inputs, node.outputs, (node,))
     pattern = get_op(node.op).pattern.name
@@ -92,11 +69,8 @@ def wrap_node(node: Node) -> Node:
 
 
 def optimize(graph: Graph, opt_level: int, target: Any = None) -> Graph:
-    """The graph pipeline (if present) with every node inside a Fused group."""
-    module = _optional_module("ember.graph.pipeline")
-    pipeline: Callable[..., Graph] | None = getattr(module, "optimize_graph", None)
-    if pipeline is not None:
-        graph = pipeline(graph, opt_level, target=target)
+    """The graph pipeline, then every node left unfused inside a one-node Fused group."""
+    graph = optimize_graph(graph, opt_level, target=target)
     if all(n.op == "Fused" for n in graph.nodes):
         return graph
     nodes = tuple(n if n.op == "Fused" else wrap_node(n) for n in graph.nodes)
@@ -183,8 +157,6 @@ def weight_stages(nodes: tuple[Node, ...], inputs: list[Value], outputs: tuple[V
     it has none: no constant input, or nothing but plain reads of them)."""
     if not any(constants):
         return None
-    from ember.ops.kernel import group_compute, split_constant_stages
-
     placeholders, env = group_compute(nodes, inputs)
     split = split_constant_stages(placeholders, [env[v] for v in outputs], constants)
     if split.empty:
@@ -215,21 +187,5 @@ def fused_groups(graph: Graph, prepack: bool = True) -> list[FusedGroup]:
     return [fused_group(n, prepack) for n in graph.nodes]
 
 
-def naive_plan(graph: Graph) -> NaiveMemoryPlan:
-    offsets: dict[Value, int] = {}
-    size = 0
-    for node in graph.nodes:
-        for v in node.outputs:
-            if v not in offsets:
-                offsets[v] = size
-                size += -(-v.type.nbytes // ALIGN) * ALIGN
-    return NaiveMemoryPlan(offsets, size, size, size)
-
-
-def plan(graph: Graph) -> Any:
-    """The graph memory planner's MemoryPlan, or the naive plan when there is none yet."""
-    for name in _PLANNER_MODULES:
-        planner = getattr(_optional_module(name), "plan_memory", None)
-        if planner is not None:
-            return planner(graph)
-    return naive_plan(graph)
+__all__ = ["ALIGN", "FusedGroup", "WeightStages", "fused_groups", "optimize", "plan_memory",
+           "without_weights"]

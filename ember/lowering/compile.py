@@ -1,0 +1,204 @@
+"""The compile pipeline below import: optimize and fuse the graph, lower and compile one
+kernel per distinct fused group (cached on disk, in worker processes when there are many),
+pack the constants and resolve the execution plan. `prepare` returns everything linking
+needs; the driver links it into this process and the exporter into a shared library.
+
+Kernels are keyed by their structure (ops, attributes, types and wiring of the fused group):
+groups with the same key compile once, and compiled objects are cached on disk keyed by
+(structure, target, compiler version).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import time
+from collections.abc import Sequence
+from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from ember.codegen.llvm_target import check_llvm_target
+from ember.errors import ArgumentError, EmberError
+from ember.graph.ir import Graph, Value
+from ember.lowering.build import optimize as optimize_tir
+from ember.lowering.cache import KernelCache, cache_key
+from ember.lowering.groups import FusedGroup, fused_groups, optimize, plan_memory, without_weights
+from ember.lowering.kernel import lower_group_kernels
+from ember.lowering.link import emit_kernel_object
+from ember.lowering.plan import exec_plan
+from ember.lowering.prepack import PackJob, pack_constants, prepacked_calls
+from ember.runtime.plan import ExecPlan
+from ember.target import Target
+from ember.tir.function import PrimFunc
+
+PARALLEL_MIN_KERNELS = 8  # fewer kernels compile faster than worker processes start
+
+
+def lower_kernels(group: FusedGroup, target: Target | str = "llvm") -> list[PrimFunc]:
+    """The optimized loop programs of one fused group: its kernel `group.symbol`, then (when
+    it has weight stages to precompute) the pack kernel `group.symbol + "_pack"`."""
+    kernels = lower_group_kernels(group.nodes, group.inputs, group.outputs, group.symbol,
+                                  target, group.constants)
+    funcs = [kernels.main] + ([kernels.pack] if kernels.pack is not None else [])
+    return [optimize_tir(f) for f in funcs]
+
+
+def lower_group(group: FusedGroup, target: Target | str = "llvm") -> PrimFunc:
+    """The optimized loop program of one fused group, named by its kernel symbol."""
+    return lower_kernels(group, target)[0]
+
+
+def compile_kernel(group: FusedGroup, target: Target | str = "llvm", pic: bool = False
+                   ) -> bytes:
+    """An object file defining the group's kernel `group.symbol` (and its pack kernel);
+    `pic`: position-independent, for a shared library (else for this process's JIT)."""
+    try:
+        return emit_kernel_object(lower_kernels(group, target), target, pic)
+    except EmberError as error:
+        raise type(error)(f"fused group '{group.name}' ({group.describe()}): {error}") from None
+
+
+class _Progress:
+    """tqdm when installed, else a one-line counter on stderr; silent when disabled."""
+
+    def __init__(self, total: int, description: str, enabled: bool) -> None:
+        self.total, self.count, self.enabled = total, 0, enabled and total > 0
+        self.description = description
+        self._bar: Any = None
+        if self.enabled:
+            try:
+                from tqdm import tqdm
+
+                self._bar = tqdm(total=total, desc=description, unit="kernel", leave=False)
+            except ImportError:
+                self._bar = None
+
+    def update(self) -> None:
+        self.count += 1
+        if not self.enabled:
+            return
+        if self._bar is not None:
+            self._bar.update(1)
+        else:
+            import sys
+
+            end = "\n" if self.count == self.total else ""
+            print(f"\r{self.description}: {self.count}/{self.total}", end=end, file=sys.stderr,
+                  flush=True)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+
+
+def _kernel_cache(cache: bool | str | os.PathLike[str] | KernelCache) -> KernelCache | None:
+    if cache is False or cache is None:
+        return None
+    if isinstance(cache, KernelCache):
+        return cache
+    if cache is True:
+        return KernelCache()
+    return KernelCache(cache)
+
+
+def _pool(workers: int) -> Executor:
+    """Worker processes (forked: they start with ember already imported), else threads."""
+    try:
+        context = multiprocessing.get_context("fork")
+    except ValueError:
+        return ThreadPoolExecutor(max_workers=workers)
+    return ProcessPoolExecutor(max_workers=workers, mp_context=context)
+
+
+def compile_kernels(groups: Sequence[FusedGroup], target: Target, cache: KernelCache | None,
+                    jobs: int | None = None, progress: bool = False, pic: bool = False
+                    ) -> tuple[dict[str, bytes], dict[str, int]]:
+    """Object code per distinct kernel symbol (cache first), compiled on `jobs` threads;
+    `pic`: position-independent objects (cached apart from the JIT's)."""
+    unique: dict[str, FusedGroup] = {}
+    for g in groups:
+        unique.setdefault(g.symbol, g)
+    objects: dict[str, bytes] = {}
+    todo = []
+    cache_target = f"{target} -reloc=pic" if pic else str(target)
+    for symbol, g in unique.items():
+        blob = cache.get(cache_key(g.key, cache_target)) if cache is not None else None
+        if blob is not None:
+            objects[symbol] = blob
+        else:
+            todo.append(g)
+    bar = _Progress(len(todo), "compiling kernels", progress)
+    workers = jobs if jobs is not None else min(len(todo), len(os.sched_getaffinity(0)))
+    try:
+        if workers <= 1 or len(todo) < PARALLEL_MIN_KERNELS:
+            for g in todo:
+                objects[g.symbol] = compile_kernel(g, target, pic)
+                bar.update()
+        else:
+            # llvmlite serializes every LLVM call behind one lock and lowering is pure
+            # Python, so threads do not overlap; worker processes do
+            with _pool(workers) as pool:
+                futures = [(g, pool.submit(compile_kernel, without_weights(g), str(target),
+                                           pic)) for g in todo]
+                for g, future in futures:
+                    objects[g.symbol] = future.result()
+                    bar.update()
+    finally:
+        bar.close()
+    if cache is not None:
+        for g in todo:
+            cache.put(cache_key(g.key, cache_target), objects[g.symbol])
+    stats = {"groups": len(groups), "kernels": len(unique), "compiled": len(todo),
+             "cached": len(unique) - len(todo)}
+    return objects, stats
+
+
+class Prepared(NamedTuple):
+    """A model compiled up to linking: plan, kernel objects, constant blob, pack jobs."""
+
+    graph: Graph                       # the fused graph
+    plan: ExecPlan
+    objects: dict[str, bytes]
+    blob: np.ndarray
+    offsets: dict[Value, int]
+    pack_jobs: list[PackJob]
+    memory: Any
+    stats: dict[str, Any]
+    timings: dict[str, float]
+
+
+def prepare(graph: Graph, target: Target, opt_level: int = 3,
+            cache: bool | str | os.PathLike[str] | KernelCache = True,
+            jobs: int | None = None, progress: bool | None = None,
+            prepack: bool = True, pic: bool = False) -> Prepared:
+    """Everything of `compile` after import and before linking: the packed weights' slots
+    in the blob are zero until the pack jobs run (`run_pack_jobs`)."""
+    if not isinstance(opt_level, int) or not 0 <= opt_level <= 3:
+        raise ArgumentError(f"opt_level must be an int in [0, 3], got {opt_level!r}")
+    check_llvm_target(target)  # before any worker hands an unknown CPU to LLVM
+    timings: dict[str, float] = {}
+    start = time.perf_counter()
+    fused = optimize(graph, opt_level, target)
+    timings["optimize"] = time.perf_counter() - start
+    memory = plan_memory(fused)
+    # a Concat whose inputs were planned as slices of its output has nothing left to do
+    assembled = getattr(memory, "assembled", set())
+    groups = [g for g in fused_groups(fused, prepack)
+              if not (g.outer_outputs and all(v in assembled for v in g.outer_outputs))]
+    show = progress if progress is not None else _stderr_is_terminal() and len(groups) > 8
+    objects, stats = compile_kernels(groups, target, _kernel_cache(cache), jobs, bool(show),
+                                     pic)
+    timings["kernels"] = time.perf_counter() - start - sum(timings.values())
+    calls, pack_jobs = prepacked_calls(groups)
+    offsets, blob = pack_constants(fused, calls, pack_jobs)
+    xplan = exec_plan(fused, calls, memory, offsets, blob.size)
+    stats["prepacked"] = len(pack_jobs)
+    return Prepared(fused, xplan, objects, blob, offsets, pack_jobs, memory, stats, timings)
+
+
+def _stderr_is_terminal() -> bool:
+    import sys
+
+    return bool(getattr(sys.stderr, "isatty", lambda: False)())
