@@ -10,11 +10,11 @@ groups with the same key compile once, and compiled objects are cached on disk k
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import time
 from collections.abc import Sequence
-from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import Future
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -28,6 +28,7 @@ from ember.lowering.groups import FusedGroup, fused_groups, optimize, plan_memor
 from ember.lowering.kernel import lower_group_kernels
 from ember.lowering.link import emit_kernel_object
 from ember.lowering.plan import exec_plan
+from ember.lowering.workers import worker_pool
 from ember.lowering.prepack import PackJob, pack_constants, prepacked_calls
 from ember.runtime.plan import ExecPlan
 from ember.target import Target
@@ -103,15 +104,6 @@ def _kernel_cache(cache: bool | str | os.PathLike[str] | KernelCache) -> KernelC
     return KernelCache(cache)
 
 
-def _pool(workers: int) -> Executor:
-    """Worker processes (forked: they start with ember already imported), else threads."""
-    try:
-        context = multiprocessing.get_context("fork")
-    except ValueError:
-        return ThreadPoolExecutor(max_workers=workers)
-    return ProcessPoolExecutor(max_workers=workers, mp_context=context)
-
-
 def compile_kernels(groups: Sequence[FusedGroup], target: Target, cache: KernelCache | None,
                     jobs: int | None = None, progress: bool = False, pic: bool = False
                     ) -> tuple[dict[str, bytes], dict[str, int]]:
@@ -131,19 +123,20 @@ def compile_kernels(groups: Sequence[FusedGroup], target: Target, cache: KernelC
             todo.append(g)
     bar = _Progress(len(todo), "compiling kernels", progress)
     workers = jobs if jobs is not None else min(len(todo), len(os.sched_getaffinity(0)))
+    # llvmlite serializes every LLVM call behind one lock and lowering is pure Python, so
+    # threads do not overlap; worker processes do
+    pool = worker_pool(workers) if len(todo) >= PARALLEL_MIN_KERNELS else None
     try:
-        if workers <= 1 or len(todo) < PARALLEL_MIN_KERNELS:
+        if pool is None:
             for g in todo:
                 objects[g.symbol] = compile_kernel(g, target, pic)
                 bar.update()
         else:
-            # llvmlite serializes every LLVM call behind one lock and lowering is pure
-            # Python, so threads do not overlap; worker processes do
-            with _pool(workers) as pool:
+            with pool:
                 futures = [(g, pool.submit(compile_kernel, without_weights(g), str(target),
                                            pic)) for g in todo]
                 for g, future in futures:
-                    objects[g.symbol] = future.result()
+                    objects[g.symbol] = _worker_result(g, future)
                     bar.update()
     finally:
         bar.close()
@@ -153,6 +146,22 @@ def compile_kernels(groups: Sequence[FusedGroup], target: Target, cache: KernelC
     stats = {"groups": len(groups), "kernels": len(unique), "compiled": len(todo),
              "cached": len(unique) - len(todo)}
     return objects, stats
+
+
+def _worker_result(group: FusedGroup, future: Future[bytes]) -> bytes:
+    """A worker's object code; any failure there (a worker that died, an internal error)
+    becomes an EmberError naming the fused group."""
+    try:
+        return future.result()
+    except EmberError:
+        raise  # compile_kernel already named the group
+    except BrokenProcessPool:
+        raise EmberError(f"fused group '{group.name}' ({group.describe()}): the worker process "
+                         "compiling it died (out of memory, or killed); compile with jobs=1 "
+                         "to see the failure in this process") from None
+    except Exception as error:  # noqa: BLE001 (any failure of the worker, named)
+        raise EmberError(f"fused group '{group.name}' ({group.describe()}): compiling it in a "
+                         f"worker process failed: {type(error).__name__}: {error}") from None
 
 
 class Prepared(NamedTuple):

@@ -15,7 +15,8 @@ Conventions shared by every op here:
   negative. An index still outside [0, dim) never touches memory out of bounds (the load is
   clamped) and never yields a plausible element: Gather* give nan for floating data, the
   dtype's minimum for signed integers (maximum for unsigned) and False for bools
-  (`out_of_range_value`); Scatter* drop that update. ONNX leaves the result undefined; onnxruntime raises an error.
+  (`out_of_range_value`); Scatter* drop that update. ONNX leaves the result undefined;
+  onnxruntime raises an error.
 """
 
 from __future__ import annotations
