@@ -43,3 +43,8 @@ class VerifyError(EmberError):
 
 class ModelError(EmberError, ValueError):
     """A model file is malformed or inconsistent (fails the checker, names undefined values)."""
+
+
+class CorruptFileError(EmberError, ValueError):
+    """A file ember wrote (kernel cache entry, exported library) is damaged or is not what
+    it claims to be; it is refused before any of its code runs."""

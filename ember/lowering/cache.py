@@ -14,9 +14,12 @@ import functools
 import hashlib
 import os
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
-MAGIC = b"EMBERKO1"
+from ember.errors import CorruptFileError
+
+MAGIC = b"EMBERKO2"
 # every source file of the installed package counts: a hand-kept list of "the files that
 # decide kernel code" goes stale the day someone adds a module
 _SOURCE_SUFFIXES = (".py", ".ll", ".c", ".h")
@@ -68,7 +71,9 @@ class KernelCache:
     def path(self, key: str) -> Path:
         return self.directory / "kernels" / key[:2] / f"{key}.obj"
 
-    def get(self, key: str) -> bytes | None:
+    def get(self, key: str, symbols: Sequence[str] = ()) -> bytes | None:
+        """The entry's object code, or None when absent, damaged, stored under another key,
+        or (when `symbols` are given) not a well-formed object defining all of them."""
         try:
             raw = self.path(key).read_bytes()
         except OSError:
@@ -77,7 +82,8 @@ class KernelCache:
         header = len(MAGIC) + _DIGEST_BYTES
         payload = raw[header:]
         if (len(raw) <= header or raw[:len(MAGIC)] != MAGIC
-                or hashlib.sha256(payload).digest() != raw[len(MAGIC):header]):
+                or _digest(key, payload) != raw[len(MAGIC):header]
+                or not _defines(payload, symbols, key)):
             self.corrupted += 1
             self.misses += 1
             return None
@@ -89,9 +95,27 @@ class KernelCache:
         path = self.path(key)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            write_atomic(path, MAGIC + hashlib.sha256(payload).digest() + payload)
+            write_atomic(path, MAGIC + _digest(key, payload) + payload)
         except OSError:
             pass
+
+
+def _digest(key: str, payload: bytes) -> bytes:
+    """SHA-256 over the key and the payload: an entry copied under another kernel's key (same
+    bytes, valid digest of its own) does not match."""
+    return hashlib.sha256(key.encode() + b"\0" + payload).digest()
+
+
+def _defines(payload: bytes, symbols: Sequence[str], key: str) -> bool:
+    if not symbols:
+        return True
+    from ember.lowering.link import check_kernel_object
+
+    try:
+        check_kernel_object(payload, symbols, f"kernel cache entry {key}")
+    except CorruptFileError:
+        return False
+    return True
 
 
 def write_atomic(path: str | os.PathLike[str], data: bytes) -> None:

@@ -116,7 +116,8 @@ def compile_kernels(groups: Sequence[FusedGroup], target: Target, cache: KernelC
     todo = []
     cache_target = f"{target} -reloc=pic" if pic else str(target)
     for symbol, g in unique.items():
-        blob = cache.get(cache_key(g.key, cache_target)) if cache is not None else None
+        blob = (cache.get(cache_key(g.key, cache_target), [symbol]) if cache is not None
+                else None)
         if blob is not None:
             objects[symbol] = blob
         else:
