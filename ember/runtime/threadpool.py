@@ -55,7 +55,7 @@ def check_thread_count(count: object, where: str = "set_num_threads") -> int:
         raise ArgumentError(f"{where}: expected an int thread count, got "
                             f"{type(count).__name__} {count!r}")
     if not 1 <= int(count) <= MAX_THREADS:
-        raise ArgumentError(f"{where}: expected a thread count in [1, {MAX_THREADS}], "
+        raise ArgumentError(f"{where}: expected a positive thread count in [1, {MAX_THREADS}], "
                             f"got {int(count)}")
     return int(count)
 
