@@ -65,7 +65,7 @@ def default_num_threads() -> int:
     text = os.environ.get("EMBER_NUM_THREADS", "").strip()
     if text:
         if not text.isdigit() or not 1 <= int(text) <= MAX_THREADS:
-            raise EmberError(f"EMBER_NUM_THREADS must be an integer in [1, {MAX_THREADS}], "
+            raise EmberError(f"EMBER_NUM_THREADS must be a positive integer in [1, {MAX_THREADS}], "
                              f"got {text!r}")
         return int(text)
     return min(len(os.sched_getaffinity(0)), MAX_THREADS)
