@@ -152,9 +152,17 @@ def metadata(plan: Any, target: Target) -> dict[str, Any]:
             "plan": json.loads(plan.to_json())}
 
 
-def data_assembly(constant_bytes: int, metadata_bytes: int) -> str:
-    """Assembler for the constant blob (64-byte aligned, read-only) and the metadata."""
+def data_assembly(constant_bytes: int, metadata_bytes: int, sizes: Sequence[int] = ()) -> str:
+    """Assembler for the constant blob (64-byte aligned, read-only), the metadata, the sizes
+    the code was compiled for and the checksum record (written by `seal_library`)."""
     c, m, n = library.CONSTANTS_SYMBOL, library.METADATA_SYMBOL, library.METADATA_SIZE_SYMBOL
+    k, z = library.CHECKSUM_SYMBOL, library.SIZES_SYMBOL
+    quads = ", ".join(str(int(v)) for v in sizes) or "0"
+    record = (f"\t.section .rodata.{k},\"a\",%progbits\n\t.balign 8\n\t.globl {k}\n"
+              f"\t.type {k}, %object\n{k}:\n\t.ascii \"{library.CHECKSUM_MAGIC.decode()}\"\n"
+              f"\t.zero 32\n\t.size {k}, {len(library.CHECKSUM_MAGIC) + 32}\n"
+              f"\t.globl {z}\n\t.type {z}, %object\n{z}:\n\t.quad {quads}\n"
+              f"\t.size {z}, {8 * max(1, len(sizes))}\n")
     pad = "" if constant_bytes else "\t.zero 64\n"  # a symbol with bytes behind it
     return (f"\t.section .rodata.{c},\"a\",%progbits\n\t.balign 64\n\t.globl {c}\n"
             f"\t.type {c}, %object\n{c}:\n\t.incbin \"{CONSTANTS_FILE}\"\n{pad}"
@@ -163,7 +171,7 @@ def data_assembly(constant_bytes: int, metadata_bytes: int) -> str:
             f"\t.type {n}, %object\n{n}:\n\t.quad {metadata_bytes}\n\t.size {n}, 8\n"
             f"\t.globl {m}\n\t.type {m}, %object\n{m}:\n\t.incbin \"{METADATA_FILE}\"\n"
             f"\t.byte 0\n\t.size {m}, {metadata_bytes + 1}\n"
-            "\t.section .note.GNU-stack,\"\",%progbits\n")
+            + record + "\t.section .note.GNU-stack,\"\",%progbits\n")
 
 
 def _write_objects(built: Any, target: Target, work: Path) -> list[str]:
@@ -180,9 +188,11 @@ def _write_objects(built: Any, target: Target, work: Path) -> list[str]:
 
 def _write_data(built: Any, target: Target, work: Path) -> list[str]:
     built.blob[:built.plan.constant_bytes].tofile(work / CONSTANTS_FILE)
-    text = json.dumps(metadata(built.plan, target), separators=(",", ":")).encode()
+    meta = metadata(built.plan, target)
+    text = json.dumps(meta, separators=(",", ":")).encode()
     (work / METADATA_FILE).write_bytes(text)
-    (work / DATA_FILE).write_text(data_assembly(built.plan.constant_bytes, len(text)))
+    sizes = library.plan_sizes(meta["plan"], len(text))
+    (work / DATA_FILE).write_text(data_assembly(built.plan.constant_bytes, len(text), sizes))
     return [DATA_FILE]
 
 
@@ -250,6 +260,7 @@ def write_library(built: Any, target: Target, cc: Sequence[str], out: Path) -> P
         os.close(fd)
         try:
             _link(cc, Path(temp).resolve(), files, work)
+            library.seal_library(temp)
             os.chmod(temp, 0o755)
             os.replace(temp, out)
         except BaseException:
@@ -264,7 +275,10 @@ def write_objects(built: Any, target: Target, root: Path) -> Path:
     files = _write_objects(built, target, root) + _write_data(built, target, root)
     command = shlex.join(link_command(["${CC:-cc}"], "model.so", files)).replace(
         "'${CC:-cc}'", "${CC:-cc}")
-    (root / "link.sh").write_text(f"#!/bin/sh\n# links model.so for {target.triple}\n"
-                                  f"cd \"$(dirname \"$0\")\" && {command}\n")
+    seal = ("${PYTHON:-python3} -c 'from ember.runtime.library import seal_library; "
+            "seal_library(\"model.so\")'")
+    (root / "link.sh").write_text(f"#!/bin/sh\n# links model.so for {target.triple}, then "
+                                  "writes its checksum (the loader refuses it without)\n"
+                                  f"cd \"$(dirname \"$0\")\" && {command} && {seal}\n")
     os.chmod(root / "link.sh", 0o755)
     return root

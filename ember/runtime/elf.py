@@ -78,21 +78,46 @@ def host_machine() -> int | None:
     return _MACHINES.get(platform.machine().lower())
 
 
+@dataclass(frozen=True)
+class _Layout:
+    """Field layouts of one ELF class (32- or 64-bit, little-endian)."""
+
+    shoff_at: int
+    shoff: str
+    counts_at: int
+    section: str      # sh_name type flags addr offset size link info addralign entsize
+    symbol: str
+    symbol_fields: tuple[int, int, int, int, int]   # name info shndx value size positions
+    rela: int
+    rel: int
+    sym_shift: int
+
+
+_LAYOUTS = {
+    2: _Layout(40, "<Q", 58, "<IIQQQQIIQQ", "<IBBHQQ", (0, 1, 3, 4, 5), 24, 16, 32),
+    1: _Layout(32, "<I", 46, "<IIIIIIIIII", "<IIIBBH", (0, 3, 5, 1, 2), 12, 8, 8),
+}
+
+
 def read_elf(data: bytes, what: str) -> Elf:
-    """Parse and bounds-check a 64-bit little-endian ELF file; CorruptFileError names `what`."""
+    """Parse and bounds-check a little-endian ELF file (32- or 64-bit); CorruptFileError
+    names `what`."""
     def fail(reason: str) -> CorruptFileError:
         return CorruptFileError(f"{what}: {reason}")
 
-    if len(data) < 64 or data[:4] != b"\x7fELF":
+    if len(data) < 52 or data[:4] != b"\x7fELF":
         raise fail("not an ELF file")
-    if data[4] != 2 or data[5] != 1:
-        raise fail("not a 64-bit little-endian ELF file")
+    if data[4] not in _LAYOUTS or data[5] != 1:
+        raise fail("not a little-endian 32- or 64-bit ELF file")
+    lay = _LAYOUTS[data[4]]
     etype, machine = struct.unpack_from("<HH", data, 16)
-    shoff, = struct.unpack_from("<Q", data, 40)
-    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 58)
-    if shentsize != 64 or shnum == 0 or shoff + 64 * shnum > len(data) or shstrndx >= shnum:
+    shoff, = struct.unpack_from(lay.shoff, data, lay.shoff_at)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, lay.counts_at)
+    size = struct.calcsize(lay.section)
+    if (shentsize != size or shnum == 0 or shoff + size * shnum > len(data)
+            or shstrndx >= shnum):
         raise fail("its section header table is damaged or cut short")
-    raw = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + 64 * k) for k in range(shnum)]
+    raw = [struct.unpack_from(lay.section, data, shoff + size * k) for k in range(shnum)]
     for k, (_, stype, _, _, offset, size, link, _, _, _) in enumerate(raw):
         if stype != SHT_NOBITS and offset + size > len(data):
             raise fail(f"section {k} ends at byte {offset + size}, past the end of the file "
@@ -104,14 +129,17 @@ def read_elf(data: bytes, what: str) -> Elf:
         Section(_string(data, names[4], names[5], r[0], fail), r[1], r[3], r[4], r[5], r[6],
                 r[7], r[9]) for r in raw)
     symbols: dict[str, Symbol] = {}
+    entry = struct.calcsize(lay.symbol)
+    at_name, at_info, at_shndx, at_value, at_size = lay.symbol_fields
     for s in sections:
         if s.type in (SHT_SYMTAB, SHT_DYNSYM):
-            if s.entsize != 24 or s.size % 24:
+            if s.entsize != entry or s.size % entry:
                 raise fail(f"symbol table '{s.name}' has entries of {s.entsize} bytes")
             strings = sections[s.link]
-            for k in range(1, s.size // 24):
-                name_at, info, _, shndx, value, size = struct.unpack_from(
-                    "<IBBHQQ", data, s.offset + 24 * k)
+            for k in range(1, s.size // entry):
+                fields = struct.unpack_from(lay.symbol, data, s.offset + entry * k)
+                name_at, info, shndx = fields[at_name], fields[at_info], fields[at_shndx]
+                value, size = fields[at_value], fields[at_size]
                 if shndx >= shnum and shndx < SHN_LORESERVE:
                     raise fail(f"symbol {k} of '{s.name}' names section {shndx} of {shnum}")
                 name = _string(data, strings.offset, strings.size, name_at, fail)
@@ -119,7 +147,7 @@ def read_elf(data: bytes, what: str) -> Elf:
                     symbols[name] = Symbol(name, info & 0xF, info >> 4, shndx, value, size)
     elf = Elf(data, etype, machine, sections, symbols)
     if etype == ET_REL:
-        _check_relocations(elf, fail)
+        _check_relocations(elf, lay, fail)
     return elf
 
 
@@ -135,20 +163,21 @@ def _string(data: bytes, table_offset: int, table_size: int, at: int, fail) -> s
         raise fail("a name in a string table is not text") from None
 
 
-def _check_relocations(elf: Elf, fail) -> None:  # type: ignore[no-untyped-def]
+def _check_relocations(elf: Elf, lay: _Layout, fail) -> None:  # type: ignore[no-untyped-def]
     """Every relocation of an object names a symbol of its table and patches bytes inside
     the section it applies to (a damaged one would make the JIT linker write anywhere)."""
     for s in elf.sections:
         if s.type not in (SHT_RELA, SHT_REL):
             continue
-        entry = 24 if s.type == SHT_RELA else 16
+        entry = lay.rela if s.type == SHT_RELA else lay.rel
+        word = "<QQ" if lay.rela == 24 else "<II"
         target = elf.sections[s.info] if s.info < len(elf.sections) else None
         table = elf.sections[s.link]
         if target is None or table.type not in (SHT_SYMTAB, SHT_DYNSYM) or s.size % entry:
             raise fail(f"relocation section '{s.name}' is damaged")
-        count = table.size // 24
+        count = table.size // struct.calcsize(lay.symbol)
         for k in range(s.size // entry):
-            offset, info = struct.unpack_from("<QQ", elf.data, s.offset + entry * k)
-            if offset + 4 > target.size or (info >> 32) >= count:
+            offset, info = struct.unpack_from(word, elf.data, s.offset + entry * k)
+            if offset + 4 > target.size or (info >> lay.sym_shift) >= count:
                 raise fail(f"relocation {k} of '{s.name}' points outside '{target.name}' or "
                            "its symbol table")

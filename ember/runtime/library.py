@@ -24,13 +24,14 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ember.errors import ArgumentError, EmberError
+from ember.errors import ArgumentError, CorruptFileError, EmberError
+from ember.runtime.elf import ET_DYN, read_elf
 from ember.runtime.threadpool import (  # plain Python: no compiler
     check_thread_count,
     default_num_threads,
 )
 
-FORMAT = "ember-library-1"
+FORMAT = "ember-library-2"
 MAIN_SYMBOL = "model_main"
 CONSTANTS_SYMBOL = "ember_constants"
 METADATA_SYMBOL = "ember_metadata"
@@ -38,6 +39,9 @@ METADATA_SIZE_SYMBOL = "ember_metadata_size"
 SET_THREADS_SYMBOL = "ember_set_num_threads"
 GET_THREADS_SYMBOL = "ember_get_num_threads"
 RESET_SYMBOL = "ember_reset_after_fork"
+CHECKSUM_SYMBOL = "ember_checksum"      # "EMBERSUM" + SHA-256 of the file, these 32 zeroed
+SIZES_SYMBOL = "ember_plan_sizes"       # uint64s the code was compiled for, see plan_sizes
+CHECKSUM_MAGIC = b"EMBERSUM"
 REQUIRED_SYMBOLS = (MAIN_SYMBOL, CONSTANTS_SYMBOL, SET_THREADS_SYMBOL, GET_THREADS_SYMBOL,
                     RESET_SYMBOL)
 ALIGN = 64
@@ -187,6 +191,118 @@ def _read_metadata(lib: ctypes.CDLL, path: Path) -> dict[str, Any]:
     return meta
 
 
+def plan_sizes(plan: Mapping[str, Any], metadata_bytes: int) -> list[int]:
+    """What the exporter records beside the code and the loader compares with the metadata:
+    workspace, constant and metadata bytes, input and output counts, then each input's and
+    output's bytes. A metadata edit that disagrees would let kernels write past buffers."""
+    def nbytes(spec: Mapping[str, Any]) -> int:
+        return int(np.prod(spec["shape"], dtype=np.int64)) * np.dtype(spec["dtype"]).itemsize
+
+    return [int(plan["workspace_bytes"]), int(plan["constant_bytes"]), metadata_bytes,
+            len(plan["inputs"]), len(plan["outputs"]),
+            *(nbytes(s) for s in plan["inputs"]), *(nbytes(s) for s in plan["outputs"])]
+
+
+def library_digest(data: bytes | memoryview, offset: int) -> bytes:
+    """SHA-256 of a library file with the 32 digest bytes after the magic at `offset` zeroed:
+    it covers the code, the constants and the metadata alike."""
+    import hashlib
+
+    view = memoryview(data)
+    start = offset + len(CHECKSUM_MAGIC)
+    digest = hashlib.sha256(view[:start])
+    digest.update(bytes(32))
+    digest.update(view[start + 32:])
+    return digest.digest()
+
+
+def _checksum_offset(data: bytes, what: str) -> int:
+    elf = read_elf(data, what)
+    if elf.type != ET_DYN:
+        raise ArgumentError(f"{what} is not an ember library (not a shared object)")
+    if CHECKSUM_SYMBOL not in elf.symbols:
+        raise ArgumentError(f"{what} is not an ember library: no '{CHECKSUM_SYMBOL}' symbol "
+                            "(not exported by ember, or by a version before checksums)")
+    offset, size = elf.file_range(CHECKSUM_SYMBOL)
+    if size != len(CHECKSUM_MAGIC) + 32 or data[offset:offset + 8] != CHECKSUM_MAGIC:
+        raise CorruptFileError(f"{what} is damaged: its checksum record is not intact")
+    return offset
+
+
+def seal_library(path: str | os.PathLike[str]) -> None:
+    """Write the checksum into a freshly linked library (export does this; a library linked
+    on the target by link.sh is sealed by the same call)."""
+    file = Path(path)
+    data = file.read_bytes()
+    offset = _checksum_offset(data, f"'{file}'")
+    with file.open("r+b") as out:
+        out.seek(offset + len(CHECKSUM_MAGIC))
+        out.write(library_digest(data, offset))
+
+
+def verify_library(path: Path) -> None:
+    """CorruptFileError unless the file's checksum matches its content."""
+    data = path.read_bytes()
+    offset = _checksum_offset(data, f"'{path}'")
+    stored = data[offset + len(CHECKSUM_MAGIC):offset + len(CHECKSUM_MAGIC) + 32]
+    if stored == bytes(32):
+        raise CorruptFileError(f"'{path}' was never sealed: after linking it on the target, "
+                               "run ember.runtime.library.seal_library on it (link.sh does)")
+    if library_digest(data, offset) != stored:
+        raise CorruptFileError(f"'{path}' is damaged: its checksum does not match its content "
+                               "(code, constants or metadata changed since it was exported); "
+                               "export the model again")
+
+
+def _check_plan(meta: dict[str, Any], lib: ctypes.CDLL, metadata_bytes: int, path: Path) -> None:
+    """The plan's fields have the types the loader relies on, its slots lie inside their
+    buffers, and its sizes are the ones the code was exported with."""
+    plan = meta.get("plan")
+    try:
+        specs = [*plan["inputs"], *plan["outputs"]]
+        for spec in specs:
+            if (not isinstance(spec["name"], str) or not isinstance(spec["shape"], list)
+                    or not all(isinstance(d, int) and d >= 0 for d in spec["shape"])):
+                raise TypeError(f"tensor entry {spec!r}")
+            np.dtype(spec["dtype"])
+        if not isinstance(plan["name"], str):
+            raise TypeError("plan name")
+        sizes = plan_sizes(plan, metadata_bytes)
+        sources = plan["output_sources"]
+        if not isinstance(sources, list) or len(sources) != len(plan["outputs"]):
+            raise TypeError("output_sources")
+        for source, spec in zip(sources, plan["outputs"]):
+            _check_source(source, spec, plan)
+    except (KeyError, TypeError, ValueError, IndexError) as error:
+        raise CorruptFileError(f"'{path}': its metadata is not a valid plan ({type(error).__name__}"
+                               f": {error})") from None
+    try:
+        recorded = ctypes.c_uint64 * len(sizes)
+        code_sizes = list(recorded.in_dll(lib, SIZES_SYMBOL))
+    except ValueError:
+        raise CorruptFileError(f"'{path}': no '{SIZES_SYMBOL}' symbol") from None
+    if code_sizes != sizes:
+        raise CorruptFileError(f"'{path}': its metadata says sizes {sizes} (workspace, "
+                               f"constants, metadata, counts, tensor bytes) but its code was "
+                               f"exported for {code_sizes}; export the model again")
+
+
+def _check_source(source: Any, spec: Mapping[str, Any], plan: Mapping[str, Any]) -> None:
+    kind, index = source["kind"], source["index"]
+    if not isinstance(index, int) or index < 0:
+        raise ValueError(f"output source {source!r}")
+    nbytes = int(np.prod(spec["shape"], dtype=np.int64)) * np.dtype(spec["dtype"]).itemsize
+    if kind in ("input", "output"):
+        other = plan[kind + "s"][index]
+        if other["shape"] != spec["shape"] or other["dtype"] != spec["dtype"]:
+            raise ValueError(f"output source {source!r} does not match its output")
+    elif kind in ("workspace", "constant"):
+        if index + nbytes > int(plan[kind + "_bytes"]):
+            raise ValueError(f"output source {source!r} lies past the end of the {kind}")
+    else:
+        raise ValueError(f"output source kind {kind!r}")
+
+
 def load_library(path: str | os.PathLike[str]) -> LibraryModel:
     """The model in the shared library `path` written by `ember.export_library`."""
     return LibraryModel(path)
@@ -200,6 +316,7 @@ class LibraryModel:
         if not self.path.is_file():
             raise ArgumentError(f"model library '{path}' does not exist")
         _check_elf(self.path)
+        verify_library(self.path)  # before dlopen maps (and runs initializers of) its code
         try:
             self._lib = ctypes.CDLL(str(self.path))
         except OSError as error:
@@ -208,6 +325,7 @@ class LibraryModel:
         self.metadata = _read_metadata(self._lib, self.path)
         for name in REQUIRED_SYMBOLS:
             _symbol(self._lib, name, self.path)
+        _check_plan(self.metadata, self._lib, self._metadata_size(), self.path)
         plan = self.metadata["plan"]
         self.name: str = plan["name"]
         self.target: str = self.metadata.get("target", "")
@@ -237,6 +355,9 @@ class LibraryModel:
         self._tail = (self._workspace.ctypes.data, address)
         self._lock = threading.Lock()
         self.set_num_threads(default_num_threads())
+
+    def _metadata_size(self) -> int:
+        return int(ctypes.c_uint64.in_dll(self._lib, METADATA_SIZE_SYMBOL).value)
 
     # names -------------------------------------------------------------------------------
     @property
