@@ -82,6 +82,10 @@ def check_inputs(model: str, specs: Sequence[Any],
                 + ("; " if unknown and missing else "")
                 + (f"missing: {missing}" if missing else ""))
         arrays = [inputs[n] for n in names]
+    elif isinstance(inputs, (str, bytes)) or not isinstance(inputs, (Sequence, np.ndarray)):
+        raise ArgumentError(f"model '{model}': expected the inputs as a dict (name -> array) or "
+                            f"a list of arrays in the order {names}, got "
+                            f"{type(inputs).__name__}")
     else:
         arrays = list(inputs)
         if len(arrays) != len(specs):
@@ -92,7 +96,12 @@ def check_inputs(model: str, specs: Sequence[Any],
         want = np.dtype(spec.dtype)
         if not isinstance(array, np.ndarray):
             if np.isscalar(array) or isinstance(array, (list, tuple)):
-                array = np.asarray(array, dtype=want)
+                try:
+                    array = np.asarray(array, dtype=want)
+                except (ValueError, TypeError, OverflowError) as error:
+                    raise ArgumentError(f"input '{spec.name}': cannot convert the given "
+                                        f"{type(array).__name__} to {spec.dtype}: "
+                                        f"{error}") from None
             else:
                 raise ArgumentError(f"input '{spec.name}': expected a numpy array, got "
                                     f"{type(array).__name__}")
