@@ -100,7 +100,9 @@ def _random_feeds(model: Any, onnx_model: Any = None, seed: int = 0) -> dict[str
             from ember.zoo import random_inputs
 
             feeds = random_inputs(onnx_model, seed)
-            if list(feeds) == model.input_names:
+            if list(feeds) == model.input_names and all(
+                    tuple(v.shape) == tuple(s.shape) for v, s in zip(feeds.values(),
+                                                                      model.inputs)):
                 return {k: v.astype(s.dtype) for (k, v), s in zip(feeds.items(),
                                                                   model.inputs)}
         except ImportError:
@@ -170,7 +172,7 @@ def _export(args: argparse.Namespace) -> int:
 def _cmd_run(args: argparse.Namespace) -> int:
     model = _compile(args)
     stored = _is_compiled(args.model) or _is_library(args.model)
-    onnx_model = None if stored else _onnx_model(args.model)
+    onnx_model = None if stored else _onnx_model(args.model, _input_shapes(args))
     feeds = _feeds(args, model, onnx_model)
     outputs = model.run(feeds)
     for name, array in zip(model.output_names, outputs):
@@ -257,12 +259,10 @@ def _threads(args: argparse.Namespace) -> int:
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
-    if _is_library(args.model):
-        return _bench_library(args)
+    if _is_library(args.model) or _is_compiled(args.model):
+        return _bench_alone(args)
     from ember.compare import bench
 
-    if _is_compiled(args.model):
-        raise ArgumentError("bench compares with onnxruntime: pass the .onnx model file")
     model = _compile(args)
     onnx_model = _onnx_model(args.model, _input_shapes(args))
     feeds = _feeds(args, model, onnx_model)
@@ -273,15 +273,20 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
-def _bench_library(args: argparse.Namespace) -> int:
-    """An exported library alone (no onnxruntime comparison: the .onnx is not at hand)."""
+def _bench_alone(args: argparse.Namespace) -> int:
+    """An exported library or a compiled directory alone (no onnxruntime comparison: the
+    .onnx is not at hand)."""
+    from ember.runtime import threadpool
     from ember.runtime.library import default_num_threads
 
     if args.threads is not None and args.threads < 1:
         raise ArgumentError(f"--threads must be >= 1, got {args.threads}")
     model = _compile(args)
     threads = args.threads or default_num_threads()
-    model.set_num_threads(threads)
+    if hasattr(model, "set_num_threads"):
+        model.set_num_threads(threads)
+    else:
+        threadpool.set_num_threads(threads)
     seconds = model.time(_feeds(args, model), repeat=args.runs, warmup=args.warmup)
     print(f"model {args.model}, {threads} threads, {args.runs} runs: median "
           f"{seconds * 1e3:.3f} ms")
@@ -317,6 +322,8 @@ def _cmd_zoo(args: argparse.Namespace) -> int:
     if args.list or not args.name:
         print("models: " + ", ".join(zoo.MODELS))
         return 0
+    if args.name not in zoo.MODELS:
+        raise ArgumentError(f"zoo: unknown model '{args.name}'; models: {', '.join(zoo.MODELS)}")
     if not args.output:
         raise ArgumentError("zoo: pass -o FILE.onnx")
     config: dict[str, Any] = {}
@@ -490,6 +497,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # e.g. `ember inspect m.onnx | head`
         sys.stderr.close()
         return 0
+    except KeyboardInterrupt:
+        print("ember: interrupted", file=sys.stderr)
+        return 130
+    except ModuleNotFoundError as err:
+        extra = {"onnx": "onnx", "onnxruntime": "onnx", "torch": "bench"}.get(
+            (err.name or "").split(".")[0])
+        if extra is None:
+            raise
+        print(f"ember: error: this command needs the '{err.name}' package: "
+              f"pip install 'ember[{extra}]'", file=sys.stderr)
+        return 2
+    except OSError as err:  # an unwritable -o, a full disk, a vanished input file
+        where = f" '{err.filename}'" if err.filename else ""
+        print(f"ember: error: {err.strerror or err}{where}", file=sys.stderr)
+        return 2
     except EmberError as err:
         message = " ".join(str(err).split())
         if len(message) > 2000:
