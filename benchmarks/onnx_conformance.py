@@ -27,7 +27,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 def _backend(name: str) -> ModuleType:
     if name == "ember":
-        from ember.frontend import onnx_backend
+        from ember import onnx_backend
 
         return onnx_backend
     import onnxruntime

@@ -12,8 +12,7 @@
 import importlib
 
 from ember.errors import EmberError
-
-__version__ = "0.1.0"
+from ember.version import __version__
 
 __all__ = ["build", "compile", "export_library", "lower", "EmberError", "__version__"]
 

@@ -485,7 +485,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.version:
-        from ember import __version__
+        from ember.version import __version__
 
         print(__version__)
         return 0

@@ -64,7 +64,6 @@ def test_zoo_list(capsys):
 
 @pytest.fixture(scope="module")
 def onnx_file(tmp_path_factory):
-    pytest.importorskip("ember.frontend.onnx")
     onnx = pytest.importorskip("onnx")
     pytest.importorskip("onnxruntime")
     from onnx import TensorProto, helper

@@ -170,7 +170,6 @@ def test_compile_rejects_bad_models(tmp_path):
 
 
 def test_onnx_model_against_onnxruntime():
-    pytest.importorskip("ember.frontend.onnx")
     onnx = pytest.importorskip("onnx")
     ort = pytest.importorskip("onnxruntime")
     from onnx import TensorProto, helper
@@ -222,7 +221,6 @@ def test_graph_without_kernels_and_constant_outputs():
 def test_fire_module_concat_is_assembled_in_place():
     """A squeezenet fire module: two conv branches concatenated on channels (blocked layout)
     are written straight into the concatenation; numbers match onnxruntime."""
-    pytest.importorskip("ember.frontend.onnx")
     onnx = pytest.importorskip("onnx")
     ort = pytest.importorskip("onnxruntime")
     from onnx import TensorProto, helper

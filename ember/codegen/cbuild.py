@@ -16,7 +16,8 @@ from collections.abc import Sequence
 
 from ember.codegen.c import c_function_name, codegen_c
 from ember.errors import CodegenError
-from ember.runtime.module import Module, params_of
+from ember.codegen.params import params_of
+from ember.runtime.module import Module
 from ember.tir.function import PrimFunc
 
 COMPILE_TIMEOUT_S = 600

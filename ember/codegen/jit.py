@@ -19,7 +19,8 @@ from ember.codegen.llvm_target import check_llvm_target
 from ember.errors import CodegenError
 from ember.codegen.pool import register_pool
 from ember.runtime import threadpool
-from ember.runtime.module import Module, params_of
+from ember.codegen.params import params_of
+from ember.runtime.module import Module
 from ember.target import Target
 from ember.tir.function import PrimFunc
 from ember.tir.structural import structural_hash

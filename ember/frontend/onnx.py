@@ -20,7 +20,8 @@ from typing import Any, Callable, Mapping, MutableMapping, Sequence
 import numpy as np
 
 from ember.errors import ArgumentError, ModelError, ShapeError, UnsupportedOpError
-from ember.graph.ir import Graph, GraphBuilder, Value, check_shape, tensor_type
+from ember.graph.ir import Graph, GraphBuilder, Value, tensor_type
+from ember.types import check_shape
 from ember.ops.registry import OpDef, all_ops
 
 try:

@@ -27,7 +27,7 @@ from ember.graph.passes.cancel_transposes import cancel_transposes
 from ember.graph.passes.cse import eliminate_common_subexpressions
 from ember.graph.passes.dead_code import eliminate_dead_code
 from ember.graph.passes.fold_batch_norm import fold_batch_norm
-from ember.graph.passes.fold_constants import fold_constants
+from ember.graph.passes.fold_constants import Evaluator, constant_folder, fold_constants
 from ember.graph.passes.fuse_ops import fuse_ops, wrap_single_ops
 from ember.graph.passes.layout import LayoutRule, convert_layout, layout_pass
 from ember.target import Target
@@ -53,19 +53,26 @@ class GraphPassError(EmberError):
     """A graph pass failed; the message names the pass."""
 
 
-def passes_for(opt_level: int, target: Target | str | None = None) -> list[GraphPass]:
-    """PASSES[opt_level], with the blocked layout sized for `target`'s vectors (default: host)."""
+def passes_for(opt_level: int, target: Target | str | None = None,
+               evaluate: Evaluator | None = None) -> list[GraphPass]:
+    """PASSES[opt_level], with the blocked layout sized for `target`'s vectors (default: host)
+    and constant folding running nodes through `evaluate` (None: only Shape/Size fold)."""
     if opt_level not in PASSES:
         raise EmberError(f"opt_level must be one of {sorted(PASSES)}, got {opt_level}")
+    passes = list(PASSES[opt_level])
+    if evaluate is not None:
+        folder = constant_folder(evaluate)
+        passes = [folder if p is fold_constants else p for p in passes]
     if target is None:
-        return list(PASSES[opt_level])
+        return passes
     lanes = max(4, Target(target).vector_lanes("float32"))
     sized = layout_pass(LayoutRule(block=lanes))
-    return [sized if p is convert_layout else p for p in PASSES[opt_level]]
+    return [sized if p is convert_layout else p for p in passes]
 
 
 def optimize_graph(graph: Graph, opt_level: int = 3, passes: Sequence[GraphPass] | None = None,
-                   check_each: bool = False, target: Target | str | None = None) -> Graph:
+                   check_each: bool = False, target: Target | str | None = None,
+                   evaluate: Evaluator | None = None) -> Graph:
     """Apply `passes` (default: PASSES[opt_level]) in order.
 
     EMBER_PRINT_GRAPH_AFTER=fold_constants,fuse_ops (or "all") prints the graph after the
@@ -75,7 +82,7 @@ def optimize_graph(graph: Graph, opt_level: int = 3, passes: Sequence[GraphPass]
         fused = optimize_graph(graph, opt_level=3)
     """
     if passes is None:
-        passes = passes_for(opt_level, target)
+        passes = passes_for(opt_level, target, evaluate)
     check_each = check_each or os.environ.get("EMBER_VERIFY", "") not in ("", "0")
     print_after = {name.strip() for name in
                    os.environ.get("EMBER_PRINT_GRAPH_AFTER", "").split(",") if name.strip()}

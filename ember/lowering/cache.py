@@ -40,7 +40,7 @@ def default_cache_dir() -> Path:
 def compiler_version() -> str:
     """ember's version plus a digest of every source file of the installed package: a
     changed compiler never reuses stale objects."""
-    from ember import __version__
+    from ember.version import __version__
 
     root = Path(__file__).resolve().parent.parent
     digest = hashlib.sha256()

@@ -144,7 +144,7 @@ def main_object(plan: Any, target: Target) -> bytes:
 def metadata(plan: Any, target: Target) -> dict[str, Any]:
     """What the loader reads: format, versions, target and the plan (inputs, outputs,
     output sources, workspace and constant bytes, kernel calls)."""
-    from ember import __version__
+    from ember.version import __version__
     from ember.lowering.cache import compiler_version
 
     return {"format": library.FORMAT, "ember_version": __version__,

@@ -17,6 +17,7 @@ from ember.errors import EmberError
 from ember.graph.ir import Graph, Node, TensorType, Value
 from ember.graph.memory import plan_memory
 from ember.graph.pipeline import optimize_graph
+from ember.lowering.evaluate import evaluate_node
 from ember.lowering.kernel import group_compute, split_constant_stages
 from ember.ops.registry import get_op
 
@@ -70,7 +71,7 @@ def wrap_node(node: Node) -> Node:
 
 def optimize(graph: Graph, opt_level: int, target: Any = None) -> Graph:
     """The graph pipeline, then every node left unfused inside a one-node Fused group."""
-    graph = optimize_graph(graph, opt_level, target=target)
+    graph = optimize_graph(graph, opt_level, target=target, evaluate=evaluate_node)
     if all(n.op == "Fused" for n in graph.nodes):
         return graph
     nodes = tuple(n if n.op == "Fused" else wrap_node(n) for n in graph.nodes)

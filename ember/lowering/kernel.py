@@ -1,5 +1,5 @@
 """Turn a group of graph nodes into one kernel: te computes chained, the anchor's schedule,
-then ember.build. Also `run_op`, the one-op test helper.
+then ember.lowering.build. Also `run_op`, the one-op test helper.
 
 Weight stages are computed at compile time: a stage that reads only constant inputs (the
 panels of a packed B, a transposed recurrent weight, a blocked convolution kernel) would
@@ -21,6 +21,7 @@ import numpy as np
 
 from ember import te
 from ember.errors import EmberError
+from ember.lowering.build import build
 from ember.graph.ir import Node, TensorType, Value, tensor_type
 from ember.ops.generic import (
     inline_injective,
@@ -286,9 +287,7 @@ def build_group(name: str, nodes: Sequence[Node], inputs: Sequence[Value],
     outs = [env[v] for v in outputs]
     anchor = get_op(anchor_of(nodes).op)
     s = schedule_for(anchor, outs, tgt)
-    import ember
-
-    return ember.build(s, [*placeholders, *outs], target=tgt, name=_ident(name))
+    return build(s, [*placeholders, *outs], target=tgt, name=_ident(name))
 
 
 def build_prepacked(name: str, nodes: Sequence[Node], inputs: Sequence[Value],
@@ -297,11 +296,9 @@ def build_prepacked(name: str, nodes: Sequence[Node], inputs: Sequence[Value],
     """The main and pack kernels of a group whose inputs flagged in `constant` are weights:
     call `pack(*[inputs[i] for i in split.pack_inputs], *packed)` once, then
     `main(*[inputs[i] for i in split.main_inputs], *packed, *outputs)`."""
-    import ember
-
     kernels = lower_group_kernels(nodes, inputs, outputs, _ident(name), target, constant)
-    main = ember.build(kernels.main, target=target)
-    pack = ember.build(kernels.pack, target=target) if kernels.pack is not None else None
+    main = build(kernels.main, target=target)
+    pack = build(kernels.pack, target=target) if kernels.pack is not None else None
     return main, pack, kernels.split
 
 

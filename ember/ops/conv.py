@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 from ember import te
 from ember.errors import ShapeError, UnsupportedOpError
-from ember.graph.ir import TensorType
+from ember.types import TensorType
 from ember.ops.conv_blocked import OPS as BLOCKED_OPS
 from ember.ops.conv_common import (
     AUTO_PADS,

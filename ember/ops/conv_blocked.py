@@ -27,7 +27,7 @@ import numpy as np
 
 from ember import te
 from ember.errors import ShapeError
-from ember.graph.ir import TensorType
+from ember.types import TensorType
 from ember.ops.conv_common import extent, find_stage, pad_input, pick_tile, shape_of, threads
 from ember.ops.generic import inline_injective, schedule_flat, vector_lanes
 from ember.ops.registry import REQUIRED, Attrs, OpDef, Pattern

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from ember import te
 from ember.errors import ScheduleError, ShapeError, UnsupportedOpError
-from ember.graph.ir import TensorType
+from ember.types import TensorType
 from ember.ops.registry import Attrs
 from ember.te.relations import loop_structure
 from ember.te.schedule import Schedule, Stage

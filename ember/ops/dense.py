@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 
 from ember import te
 from ember.errors import ShapeError
-from ember.graph.ir import TensorType
+from ember.types import TensorType
 from ember.ops.conv import extent, find_stage, pick_tile, shape_of
 from ember.ops.elementwise import broadcast_shape
 from ember.ops.generic import inline_injective, schedule_flat, schedule_reduction

@@ -16,7 +16,7 @@ from ember import dtype as dt
 from ember import te
 from ember.dtype import DType
 from ember.errors import ShapeError, UnsupportedOpError
-from ember.graph.ir import TensorType
+from ember.types import TensorType
 from ember.ops.registry import REQUIRED, Attrs, OpDef, Pattern
 from ember.te.tensor import Tensor
 from ember.tir.expr import Div, Expr, FloorMod, Not, Select, const

@@ -13,7 +13,7 @@ from typing import Callable, Sequence
 from ember import dtype as dt
 from ember import te
 from ember.errors import ShapeError, UnsupportedOpError
-from ember.graph.ir import TensorType
+from ember.types import TensorType
 from ember.ops.elementwise import FLOATS, broadcast_shape, check_kinds, const_like, shape_of
 from ember.ops.generic import schedule_injective
 from ember.ops.reduction import normalize_axes, normalize_axis, reduce_compute

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from ember import dtype as dt
 from ember import te
 from ember.errors import ShapeError, UnsupportedOpError
-from ember.graph.ir import TensorType
+from ember.types import TensorType
 from ember.ops.conv import extent, find_stage, resolve_pads, shape_of, spatial_attr
 from ember.ops.generic import inline_injective, schedule_reduction
 from ember.ops.registry import REQUIRED, Attrs, OpDef, Pattern

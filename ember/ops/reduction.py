@@ -12,7 +12,7 @@ from typing import Any, Callable, Sequence
 from ember import dtype as dt
 from ember import te
 from ember.errors import ShapeError, UnsupportedOpError
-from ember.graph.ir import TensorType
+from ember.types import TensorType
 from ember.ops.elementwise import FLOATS, NUMBERS, check_kinds, const_like, shape_of
 from ember.ops.registry import Attrs, OpDef, Pattern
 from ember.te.tensor import Tensor

@@ -17,7 +17,7 @@ from ember.errors import UnsupportedOpError
 
 if TYPE_CHECKING:
     from ember import te
-    from ember.graph.ir import TensorType
+    from ember.types import TensorType
     from ember.target import Target
     from ember.ops.knobs import Knobs
     from ember.te.schedule import Schedule
@@ -93,16 +93,11 @@ _TABLE: dict[str, OpDef] = {}
 
 
 def all_ops() -> dict[str, OpDef]:
-    """The op table, loaded on first use from every family module present."""
+    """The op table, loaded on first use from every family module (each defines OPS)."""
     if not _TABLE:
         for family in FAMILIES:
-            try:
-                module = importlib.import_module(f"ember.ops.{family}")
-            except ModuleNotFoundError as err:
-                if err.name != f"ember.ops.{family}":
-                    raise
-                continue
-            for name, opdef in getattr(module, "OPS", {}).items():
+            module = importlib.import_module(f"ember.ops.{family}")
+            for name, opdef in module.OPS.items():
                 assert name not in _TABLE, f"op {name} declared twice"
                 _TABLE[name] = opdef
     return _TABLE

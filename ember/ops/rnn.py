@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 
 from ember import te
 from ember.errors import ShapeError, UnsupportedOpError
-from ember.graph.ir import TensorType
+from ember.types import TensorType
 from ember.ops.conv_common import extent, pick_tile, shape_of
 from ember.ops.generic import schedule_flat
 from ember.ops.registry import Attrs, OpDef, Pattern

@@ -14,7 +14,7 @@ from typing import Any, Sequence
 from ember import dtype as dt
 from ember import te
 from ember.errors import ShapeError, UnsupportedOpError
-from ember.graph.ir import TensorType
+from ember.types import TensorType
 from ember.ops.elementwise import shape_of
 from ember.ops.generic import schedule_reduction
 from ember.ops.reduction import normalize_axis

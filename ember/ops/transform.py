@@ -31,7 +31,7 @@ from ember import dtype as dt
 from ember import te, tir
 from ember.dtype import DType
 from ember.errors import ShapeError, UnsupportedOpError
-from ember.graph.ir import TensorType
+from ember.types import TensorType
 from ember.ops.elementwise import broadcast_index, broadcast_shape
 from ember.ops.generic import inline_injective, schedule_flat
 from ember.ops.registry import REQUIRED, Attrs, OpDef, Pattern

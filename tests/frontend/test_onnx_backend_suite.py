@@ -14,7 +14,7 @@ import warnings
 
 import onnx.backend.test
 
-from ember.frontend import onnx_backend
+from ember import onnx_backend
 
 from .expected_failures import EXPECTED_FAILURES
 

@@ -16,7 +16,7 @@ import onnx
 import pytest
 from onnx import numpy_helper, version_converter
 
-from ember.frontend import onnx_backend
+from ember import onnx_backend
 from ember.ops.registry import all_ops
 
 DATA = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data")

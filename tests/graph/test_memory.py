@@ -158,8 +158,8 @@ def test_resnet50_workspace_close_to_peak() -> None:
 def test_imported_resnet50_meets_the_target() -> None:
     """The real model through the ONNX importer and the whole pipeline."""
     pytest.importorskip("onnx")
-    zoo = pytest.importorskip("ember.zoo")
-    frontend = pytest.importorskip("ember.frontend.onnx")
+    from ember import zoo
+    from ember.frontend import onnx as frontend
     from ember.graph.pipeline import optimize_graph
 
     graph = optimize_graph(frontend.from_onnx(zoo.build_model("resnet50")), opt_level=3)

@@ -6,7 +6,8 @@ import pytest
 
 import ember
 from ember.errors import ArgumentError, EmberError, ShapeError
-from ember.graph.ir import MAX_ELEMENTS, GraphBuilder
+from ember.graph.ir import GraphBuilder
+from ember.types import MAX_ELEMENTS
 from ember.runtime import threadpool
 
 onnx = pytest.importorskip("onnx")

@@ -11,23 +11,21 @@ The rule for what to fold, in order:
   attributes already).
 Everything else (reshapes of weights, Unsqueeze/Squeeze/Transpose of constants, Range,
 ConstantOfShape, elementwise math on constants) folds, except nodes computing graph outputs
-(the executor fills outputs with kernels). Kernels are cached per process by (op,
-attributes, input types), so repeated folds of one shape compile once.
+(the executor fills outputs with kernels). The caller passes the evaluator that runs a
+node (ember.lowering.evaluate.evaluate_node compiles it with ember's own kernels).
 """
 
 from __future__ import annotations
 
-import threading
-from typing import Any
+from collections.abc import Callable
 
 import numpy as np
 
-from ember.graph.ir import Graph, Node, Value
+from ember.graph.ir import Graph, Node
 from ember.graph.passes.rewrite import (
     NONDETERMINISTIC,
     ValueMap,
     apply_map,
-    freeze_attrs,
     has_op,
     make_constant,
     op_pattern,
@@ -37,8 +35,9 @@ from ember.ops.registry import Pattern
 MAX_FOLD_BYTES = 64 << 20
 MAX_HEAVY_FOLD_BYTES = 1 << 20
 
-_KERNELS: dict[Any, Any] = {}
-_LOCK = threading.Lock()
+# runs one node on its constant inputs (ember.lowering.evaluate.evaluate_node: the graph
+# layer does not compile kernels itself, so the caller hands it the means)
+Evaluator = Callable[[Node], list[np.ndarray]]
 
 
 def should_fold(node: Node) -> bool:
@@ -54,34 +53,6 @@ def should_fold(node: Node) -> bool:
     return not heavy or out_bytes <= MAX_HEAVY_FOLD_BYTES
 
 
-def evaluate_node(node: Node, target: str = "llvm") -> list[np.ndarray]:
-    """Run one node on its constant inputs with a compiled (and cached) kernel."""
-    from ember.graph.ir import tensor_type
-    from ember.lowering.kernel import build_group
-
-    present = [v for v in node.inputs if v is not None]
-    assert all(v.data is not None for v in present)
-    key = (node.op, freeze_attrs(node.attrs),
-           tuple(None if v is None else (v.type.shape, str(v.type.dtype)) for v in node.inputs),
-           target)
-    with _LOCK:
-        module = _KERNELS.get(key)
-    if module is None:
-        # a node over fresh placeholder Values, so the cache entry holds no model constants
-        ins = tuple(None if v is None else Value(f"x{i}", tensor_type(v.type.shape,
-                                                                       v.type.dtype))
-                    for i, v in enumerate(node.inputs))
-        outs = tuple(Value(f"y{i}", v.type) for i, v in enumerate(node.outputs))
-        fresh = Node(node.op, node.name, ins, outs, dict(node.attrs))
-        module = build_group(f"fold_{node.op}", [fresh], [v for v in ins if v is not None],
-                             list(outs), target)
-        with _LOCK:
-            _KERNELS[key] = module
-    results = [np.zeros(v.type.shape, v.type.dtype.numpy) for v in node.outputs]
-    module(*[np.ascontiguousarray(v.data) for v in present], *results)
-    return results
-
-
 def _from_types(node: Node) -> np.ndarray | None:
     """Shape and Size of any tensor are known from its type."""
     x = node.inputs[0] if node.inputs else None
@@ -93,8 +64,9 @@ def _from_types(node: Node) -> np.ndarray | None:
     return np.array(x.type.shape[start:end], np.int64)
 
 
-def fold_constants(graph: Graph) -> Graph:
-    """Replace nodes whose inputs are all constants, and Shape / Size nodes, by constants.
+def fold_constants(graph: Graph, evaluate: Evaluator | None = None) -> Graph:
+    """Replace nodes whose inputs are all constants (run by `evaluate`), and Shape / Size
+    nodes (known from types), by constants; without `evaluate` only the latter fold.
 
     Nodes that compute graph outputs stay: the executor fills outputs with kernels.
     """
@@ -109,12 +81,21 @@ def fold_constants(graph: Graph) -> Graph:
             array = known.reshape(out.type.shape).astype(out.type.dtype.numpy)
             vmap.set(out, make_constant(out.name, array))
             continue
-        if not all(v is None or v.is_constant for v in node.inputs) or not should_fold(node) \
-                or any(v in outputs for v in node.outputs):
+        if evaluate is None or not all(v is None or v.is_constant for v in node.inputs) \
+                or not should_fold(node) or any(v in outputs for v in node.outputs):
             kept.append(node)
             continue
-        for value, array in zip(node.outputs, evaluate_node(node)):
+        for value, array in zip(node.outputs, evaluate(node)):
             vmap.set(value, make_constant(value.name, array.astype(value.type.dtype.numpy)))
     if not vmap:
         return graph
     return apply_map(graph, kept, vmap)
+
+
+def constant_folder(evaluate: Evaluator | None) -> Callable[[Graph], Graph]:
+    """fold_constants as a one-argument pass bound to `evaluate`."""
+    def fold_constants_with(graph: Graph) -> Graph:
+        return fold_constants(graph, evaluate)
+
+    fold_constants_with.__name__ = "fold_constants"
+    return fold_constants_with

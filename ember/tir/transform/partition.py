@@ -17,6 +17,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from ember.arith.bounds import can_prove
+from ember.arith.interval import Interval
 from ember.tir import expr as E
 from ember.tir import stmt as S
 from ember.tir.function import PrimFunc
@@ -145,18 +147,13 @@ def decide(cond: E.Expr, bounds: Bounds) -> bool | None:
 
 
 def _can_prove(cond: E.Expr, bounds: Bounds) -> bool | None:
-    try:
-        from ember.arith.bounds import can_prove
-        from ember.arith.interval import Interval
-    except ImportError:
-        return None
     ranges = {v: Interval.from_range(lo, hi - lo + 1) for v, (lo, hi) in bounds.items()}
     try:
         if can_prove(cond, ranges):
             return True
         if can_prove(E.Not(cond), ranges):
             return False
-    except Exception:  # the prover is an optional helper; its gaps must not break the pass
+    except Exception:  # noqa: BLE001 - an expression the prover cannot handle: unknown
         return None
     return None
 

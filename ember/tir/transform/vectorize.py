@@ -10,9 +10,9 @@ loop-carried access pattern, an allocation, nested vector code, ...) becomes a S
 from __future__ import annotations
 
 from dataclasses import replace
-from math import gcd
 from typing import Any
 
+from ember.arith.modular import modular_set
 from ember.tir import expr as E
 from ember.tir import stmt as S
 from ember.tir.function import PrimFunc
@@ -345,26 +345,8 @@ def _reads(e: E.Expr, data: E.Var) -> bool:
 
 def _modular(e: E.Expr) -> tuple[int, int]:
     """(coeff, base) with e == coeff * k + base for some integer k."""
-    try:
-        from ember.arith.modular import modular_set
-    except ImportError:
-        pass
-    else:
-        ms = modular_set(e)
-        return int(ms.coeff), int(ms.base)
-    match e:
-        case E.IntImm(value):
-            return 0, value
-        case E.Add(a, b):
-            (c1, b1), (c2, b2) = _modular(a), _modular(b)
-            return gcd(c1, c2), b1 + b2
-        case E.Sub(a, b):
-            (c1, b1), (c2, b2) = _modular(a), _modular(b)
-            return gcd(c1, c2), b1 - b2
-        case E.Mul(a, E.IntImm(k)) | E.Mul(E.IntImm(k), a):
-            c, base = _modular(a)
-            return abs(c * k), base * k
-    return 1, 0
+    ms = modular_set(e)
+    return int(ms.coeff), int(ms.base)
 
 
 def _ramp_divmod(a: E.Expr, b: E.Expr) -> tuple[E.Expr, E.Expr] | None:

@@ -1,6 +1,6 @@
 """An onnx.backend.base.Backend over ember, so ONNX's conformance suite can test ember.
 
-    from ember.frontend import onnx_backend
+    from ember import onnx_backend
     rep = onnx_backend.prepare(model)          # compiles
     outputs = rep.run([x])                     # list of numpy arrays, graph-output order
 
