@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from ember.errors import UnsupportedOpError
-from ember.ops.kernel import run_op
+from ember.lowering.kernel import run_op
 from tests.ops.onnx_ref import check_op
 
 rng = np.random.default_rng(11)
