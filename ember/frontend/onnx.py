@@ -27,13 +27,13 @@ from ember.ops.registry import OpDef, all_ops
 try:
     import onnx
     from onnx import AttributeProto, FunctionProto, GraphProto, ModelProto, NodeProto
-    from onnx import helper, numpy_helper
+    from onnx import helper
 except ImportError as _err:  # pragma: no cover - onnx is an optional dependency
     raise ImportError("importing ONNX models needs the onnx package: pip install onnx") from _err
 
 from ember.frontend.onnx_fold import (as_attr, attribute_value, elem_type, evaluate,
                                       onnx_dtype, schema_defaults, schema_function,
-                                      supported_array)
+                                      supported_array, tensor_array)
 
 MIN_OPSET = 11
 MAX_FUNCTION_DEPTH = 16
@@ -119,12 +119,27 @@ def _upgrade(model: ModelProto) -> ModelProto:
 def _check(model: ModelProto) -> None:
     try:
         onnx.checker.check_model(model)
-    except onnx.checker.ValidationError as err:
+    except Exception as err:  # noqa: BLE001 (ValidationError; UnicodeDecodeError on bad bytes)
         undefined = _first_undefined_input(model.graph)
         if undefined is not None:
             raise undefined from None
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise ModelError(f"the model fails the ONNX checker: {first}") from None
+
+
+def _check_declared(vi: onnx.ValueInfoProto, value: Value) -> None:
+    """A graph output's declared element type must be what ember computes (onnxruntime
+    refuses such a model too): else the caller gets another type than the model promises."""
+    if vi.type.WhichOneof("value") != "tensor_type":
+        return
+    tensor = vi.type.tensor_type
+    if tensor.elem_type:
+        declared = onnx_dtype(tensor.elem_type, f"graph output '{vi.name}'")
+        if declared != value.type.dtype:
+            raise ModelError(f"graph output '{vi.name}' is declared {declared} but the graph "
+                             f"computes {value.type.dtype}")
+    # a declared shape that differs is only a warning in onnxruntime, and the ONNX backend
+    # compiles one model for several fed shape inputs: not checked
 
 
 def _first_undefined_input(graph: GraphProto) -> ModelError | None:
@@ -186,11 +201,17 @@ class _Importer:
         self._inputs(graph, env)
         self._convert_nodes(graph.node, env, opsets, "")
         outputs = []
-        for vi in graph.output:
+        if not graph.output:
+            raise ModelError("the model's graph declares no outputs; ONNX requires at least one")
+        for index, vi in enumerate(graph.output):
             if vi.name not in env or env[vi.name] is None:
-                raise ModelError(f"graph output '{vi.name}' is not produced by any node, input "
+                label = f"'{vi.name}'" if vi.name else f"{index} (unnamed)"
+                raise ModelError(f"graph output {label} is not produced by any node, input "
                                  "or initializer")
-            outputs.append(env[vi.name])
+            value = env[vi.name]
+            if not self.problems and value is not None:
+                _check_declared(vi, value)
+            outputs.append(value)
         if self.problems:
             raise UnsupportedModelError(self.problems, frozenset(self.dynamic))
         return self.builder.finish([v for v in outputs if v is not None])
@@ -243,7 +264,7 @@ class _Importer:
         except UnsupportedOpError as err:
             self.problems.append(str(err))
             return _UNKNOWN
-        return self._constant(name, numpy_helper.to_array(tensor))
+        return self._constant(name, tensor_array(tensor, f"initializer '{name}'"))
 
     def _input_type(self, vi: onnx.ValueInfoProto) -> tuple[Any, tuple[int, ...]]:
         name = vi.name

@@ -12,7 +12,7 @@ from onnx import AttributeProto, FunctionProto, NodeProto, helper, numpy_helper
 
 from ember import dtype as dt
 from ember.dtype import DType
-from ember.errors import UnsupportedOpError
+from ember.errors import ModelError, UnsupportedOpError
 
 # ops whose value must not be frozen at import time although they have no varying inputs
 NEVER_FOLD = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike",
@@ -45,6 +45,19 @@ def supported_array(array: Any) -> bool:
     return isinstance(array, np.ndarray) and array.dtype in _NUMPY_TYPES
 
 
+def tensor_array(tensor: onnx.TensorProto, where: str) -> np.ndarray:
+    """The numpy value of a TensorProto; ModelError (naming `where` and the tensor) when its
+    dims are negative or its data does not fill them (raw_data too short or too long)."""
+    dims = tuple(tensor.dims)
+    if any(d < 0 for d in dims):
+        raise ModelError(f"{where}: tensor '{tensor.name}' has negative dims {dims}")
+    try:
+        return numpy_helper.to_array(tensor)
+    except (ValueError, TypeError, KeyError, MemoryError) as error:
+        raise ModelError(f"{where}: the data of tensor '{tensor.name}' does not match its dims "
+                         f"{dims} and data type {tensor.data_type} ({error})") from None
+
+
 def attribute_value(attr: AttributeProto, where: str) -> Any:
     """An ONNX attribute as a Python value: ints, floats, str, numpy arrays, tuples of those.
 
@@ -57,7 +70,7 @@ def attribute_value(attr: AttributeProto, where: str) -> Any:
     if kind == AttributeProto.STRING:
         return attr.s.decode("utf-8", errors="replace")
     if kind == AttributeProto.TENSOR:
-        return numpy_helper.to_array(attr.t)
+        return tensor_array(attr.t, f"{where}: attribute '{attr.name}'")
     if kind == AttributeProto.GRAPH:
         return attr.g
     if kind == AttributeProto.INTS:
@@ -67,7 +80,7 @@ def attribute_value(attr: AttributeProto, where: str) -> Any:
     if kind == AttributeProto.STRINGS:
         return tuple(s.decode("utf-8", errors="replace") for s in attr.strings)
     if kind == AttributeProto.TENSORS:
-        return tuple(numpy_helper.to_array(t) for t in attr.tensors)
+        return tuple(tensor_array(t, f"{where}: attribute '{attr.name}'") for t in attr.tensors)
     kind_name = AttributeProto.AttributeType.Name(kind)
     raise UnsupportedOpError(f"{where}: attribute '{attr.name}' of kind {kind_name} is not "
                              "supported")
