@@ -33,7 +33,8 @@ except ImportError as _err:  # pragma: no cover - onnx is an optional dependency
 
 from ember.frontend.onnx_fold import (as_attr, attribute_value, elem_type, evaluate,
                                       onnx_dtype, schema_defaults, schema_function,
-                                      supported_array, tensor_array)
+                                      schema_input_types, supported_array, tensor_array,
+                                      type_string)
 
 MIN_OPSET = 11
 MAX_FUNCTION_DEPTH = 16
@@ -140,6 +141,26 @@ def _check_declared(vi: onnx.ValueInfoProto, value: Value) -> None:
                              f"computes {value.type.dtype}")
     # a declared shape that differs is only a warning in onnxruntime, and the ONNX backend
     # compiles one model for several fed shape inputs: not checked
+
+
+def _check_input_types(ctx: NodeContext) -> None:
+    """Each input's type must be one the op's ONNX schema allows (onnxruntime refuses the
+    model otherwise): a double Reshape shape or a float Gather index is a broken model."""
+    formals = schema_input_types(ctx.op, ctx.opsets.get(ctx.node.domain or "", ctx.opset),
+                                 ctx.node.domain)
+    if not formals:
+        return
+    for index, value in enumerate(ctx.values):
+        if value is None or value is _UNKNOWN:
+            continue
+        name, allowed, variadic = formals[min(index, len(formals) - 1)]
+        if index >= len(formals) and not variadic:
+            return  # more inputs than the schema has: the converter reports it
+        got = type_string(value.type.dtype)
+        if any(a.startswith("tensor(") for a in allowed) and got not in allowed:
+            raise ModelError(f"node '{ctx.label}' ({ctx.op}): input {index} ('{name}') has "
+                             f"type {got}; the ONNX schema allows "
+                             f"{', '.join(sorted(allowed))}")
 
 
 def _first_undefined_input(graph: GraphProto) -> ModelError | None:
@@ -316,6 +337,7 @@ class _Importer:
             else:
                 values.append(env[name])
         ctx = NodeContext(node, label, opsets, values, env)
+        _check_input_types(ctx)
         outputs: Sequence[Value | None] | None = None
         if any(v is _UNKNOWN for v in values):
             self._check_known(ctx)

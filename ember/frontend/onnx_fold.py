@@ -4,6 +4,7 @@ reference implementation, and the function bodies ONNX defines for composite ope
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -160,6 +161,30 @@ def schema_function(op: str, opset: int, node: NodeProto,
     func = FunctionProto()
     func.ParseFromString(raw)
     return func if len(func.node) else None
+
+
+@functools.cache
+def schema_input_types(op: str, opset: int, domain: str = "") -> tuple[tuple[str, frozenset[str],
+                                                                           bool], ...] | None:
+    """Per formal input of `op` at `opset`: (name, allowed type strings such as
+    "tensor(float)", variadic?); None when onnx has no schema for it."""
+    try:
+        schema = onnx.defs.get_schema(op, opset, domain)
+    except onnx.defs.SchemaError:
+        return None
+    constraints = {c.type_param_str: frozenset(c.allowed_type_strs)
+                   for c in schema.type_constraints}
+    variadic = onnx.defs.OpSchema.FormalParameterOption.Variadic
+    return tuple((f.name, constraints.get(f.type_str, frozenset([f.type_str])),
+                  f.option == variadic) for f in schema.inputs)
+
+
+def type_string(dtype: DType) -> str:
+    """ONNX's name of a tensor type: float32 -> "tensor(float)"."""
+    names = {"float32": "float", "float64": "double", "float16": "float16",
+             "bfloat16": "bfloat16", "bool": "bool"}
+    text = str(dtype)
+    return f"tensor({names.get(text, text)})"
 
 
 def schema_defaults(op: str, opset: int) -> dict[str, AttributeProto]:
