@@ -125,7 +125,23 @@ def _check(model: ModelProto) -> None:
         if undefined is not None:
             raise undefined from None
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise ModelError(f"the model fails the ONNX checker: {first}") from None
+        raise ModelError(f"the model fails the ONNX checker: {first}"
+                         f"{_shapeless_values(model.graph)}") from None
+
+
+def _shapeless_values(graph: GraphProto) -> str:
+    """Which graph inputs/outputs have a tensor type without a shape (the checker's
+    "Field 'shape' of 'type' is required" names none)."""
+    names = [f"{kind} {index} '{vi.name}'"
+             for kind, values in (("input", graph.input), ("output", graph.output))
+             for index, vi in enumerate(values)
+             if vi.type.WhichOneof("value") == "tensor_type"
+             and not vi.type.tensor_type.HasField("shape")]
+    if not names:
+        return ""
+    verb = "has" if len(names) == 1 else "have"
+    return (f" (graph {', '.join(names)} {verb} a type without a shape; give each a shape, "
+            "with dim_param names for unknown dims)")
 
 
 def _check_declared(vi: onnx.ValueInfoProto, value: Value) -> None:
@@ -430,6 +446,10 @@ class _Importer:
         inputs.extend([None] * (len(data_inputs) - len(inputs)))
         if "num_outputs" in opdef.attrs and attrs.get("num_outputs") is None \
                 and attrs.get("split") is None:
+            if ctx.op == "Split" and ctx.opset >= 18:  # older opsets split evenly by outputs
+                raise ModelError(f"node '{ctx.label}' (Split, opset {ctx.opset}): give either "
+                                 "the 'split' input or the 'num_outputs' attribute (ONNX "
+                                 "requires one from opset 18)")
             attrs["num_outputs"] = len(ctx.node.output)
         return self.add(ctx, ctx.op, inputs, attrs)
 
