@@ -7,8 +7,7 @@
 from __future__ import annotations
 
 import re
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,6 +15,7 @@ import numpy as np
 
 from ember.errors import EmberError
 from ember.runtime.executor import CompiledModel
+from ember.runtime.library import median_seconds
 
 
 def _onnxruntime() -> Any:
@@ -40,17 +40,6 @@ def ort_session(model: Any, threads: int | None = None) -> Any:
         return ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
     except Exception as error:  # noqa: BLE001 (its own error types)
         raise EmberError(f"onnxruntime cannot load the model: {error}") from None
-
-
-def median_seconds(fn: Callable[[], Any], runs: int, warmup: int = 2) -> float:
-    for _ in range(warmup):
-        fn()
-    samples = []
-    for _ in range(max(1, runs)):
-        start = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - start)
-    return float(np.median(samples))
 
 
 def errors(got: np.ndarray, want: np.ndarray) -> tuple[float, float]:

@@ -68,7 +68,7 @@ def resolve_target(target: str | Target) -> Target:
     kernel cache keeps kernels tuned for different thread counts apart."""
     tgt = Target(target)
     if tgt.kind == "llvm" and tgt.is_host and not tgt.option("num-cores"):
-        tgt = Target(tgt, options=(*tgt.options, ("num-cores", str(threadpool.num_threads()))))
+        tgt = Target(f"{tgt} -num-cores={threadpool.num_threads()}")
     return tgt
 
 
@@ -104,6 +104,10 @@ def compile(model: Any, target: str | Target = "llvm", opt_level: int = 3,
     kernels (packed panels, transposed weights) once here instead of on every run.
     """
     tgt = resolve_target(target)
+    if tgt.kind in ("cuda", "rocm", "opencl", "metal"):
+        from ember.driver_gpu import compile_gpu
+
+        return compile_gpu(model, tgt, opt_level, input_shapes)  # type: ignore[return-value]
     start = time.perf_counter()
     built = _prepare(model, tgt, opt_level, input_shapes, cache, jobs, progress,
                      _prepack_default(prepack))
@@ -140,7 +144,7 @@ def export_library(model: Any, path: str | os.PathLike[str],
     machine packs them on every run.
     """
     _exportable(model)
-    tgt = Target(target)
+    tgt = resolve_target(target)
     out = export.check_output_path(path)
     cc = export.find_c_compiler(tgt)  # before the compile: fail fast
     built = _prepare(model, tgt, opt_level, input_shapes, cache, jobs, progress,

@@ -250,3 +250,27 @@ def test_fire_module_concat_is_assembled_in_place():
     want = ort.InferenceSession(model.SerializeToString(),
                                 providers=["CPUExecutionProvider"]).run(None, {"x": x})
     np.testing.assert_allclose(compiled.run({"x": x})[0], want[0], rtol=1e-4, atol=1e-4)
+
+
+def test_host_target_carries_the_thread_count_into_the_cache_key(tmp_path):
+    from ember.driver import resolve_target
+    from ember.runtime import threadpool
+
+    previous = threadpool.num_threads()
+    try:
+        threadpool.set_num_threads(1)
+        one = resolve_target("llvm")
+        threadpool.set_num_threads(2)
+        two = resolve_target("llvm")
+    finally:
+        threadpool.set_num_threads(previous)
+    assert one.num_cores == 1 and two.num_cores == 2 and str(one) != str(two)
+    assert resolve_target("llvm -num-cores=3").num_cores == 3  # given: kept
+    assert "num-cores" not in str(resolve_target("llvm -mtriple=aarch64-linux-gnu"))
+    graph, _ = _graph()
+    cache = KernelCache(tmp_path)
+    a = ember.compile(graph, target=str(one), cache=cache)
+    b = ember.compile(graph, target=str(two), cache=cache)  # not the 1-thread kernels
+    again = ember.compile(graph, target=str(two), cache=cache)
+    assert a.stats["compiled"] >= 1 and b.stats["compiled"] == a.stats["compiled"]
+    assert again.stats["compiled"] == 0

@@ -32,7 +32,7 @@ ALLOWED: dict[str, set[str]] = {
     "autotune": BASE | {"tir", "arith", "te", "ops", "graph", "codegen", "runtime", "lowering"},
     "zoo": set(),
 }
-TOP = {"driver", "cli", "demo", "compare", "onnx_backend", "testing", "testing_arith",
+TOP = {"driver", "driver_gpu", "cli", "demo", "compare", "onnx_backend", "testing", "testing_arith",
        "__init__"}
 # third-party packages that only some layers may use
 THIRD_PARTY = {"llvmlite": {"codegen", "lowering", "base"}, "onnx": {"frontend", "zoo", "top"},

@@ -307,6 +307,10 @@ class ExprPrinter:
             prec = COND
         return text, prec
 
+    def function_name(self, intrinsic: str, bits: int) -> str:
+        """The math library function computing `intrinsic` on `bits`-bit floats."""
+        return c_function(intrinsic, bits)
+
     def pointer(self, buffer: Buffer, what: str) -> str:
         """C name of the buffer's data, cast when it is accessed as another element type."""
         if buffer.data not in self.buffer_types:
@@ -343,7 +347,7 @@ class ExprPrinter:
         double = element.bits == 64
         # rsqrt and sigmoid have no libm function: 1 / sqrt(x) and 1 / (1 + exp(-x))
         base = {"rsqrt": "sqrt", "sigmoid": "exp"}.get(e.name, e.name)
-        function = c_function(base, element.bits)
+        function = self.function_name(base, element.bits)
         one = "1.0" if double else "1.0f"
         if e.name == "rsqrt":
             text, prec = f"{one} / {function}({self.expr(e.args[0], lane)})", MUL

@@ -81,6 +81,10 @@ def group_compute(nodes: Sequence[Node], inputs: Sequence[Value]
 
 
 def schedule_for(opdef: OpDef, outs: Sequence[Tensor], target: Target) -> Schedule:
+    from ember.ops.gpu import is_gpu, schedule_gpu
+
+    if is_gpu(target):  # GPU targets: the same computes, the schedules of ember.ops.gpu
+        return schedule_gpu(opdef, outs, target)
     if opdef.schedule is not None:
         return opdef.schedule(outs, target)
     if opdef.pattern <= Pattern.INJECTIVE:
@@ -270,7 +274,9 @@ def lower_group_kernels(nodes: Sequence[Node], inputs: Sequence[Value],
     s = schedule_for(get_op(anchor_of(nodes).op), list(split.outputs), tgt)
     inline_copies(s, split.copies)
     args = [placeholders[i] for i in split.main_inputs] + list(split.packed) + list(split.outputs)
-    main = lower_schedule(s, args, name)
+    from ember.ops.gpu import is_gpu
+
+    main = lower_schedule(s, args, name, gpu=is_gpu(tgt))
     pack = None
     if not split.empty:
         ps = schedule_pack(split.sources, tgt)

@@ -44,6 +44,31 @@ def scalar_ctype(dtype: DType) -> Any:
         raise EmberError(f"scalar parameters of type {dtype} are not supported") from None
 
 
+def check_argument(function: str, param: Param, arg: Any) -> Any:
+    """`arg` if it fits `param` of `function` (dtype, shape, contiguity), else ArgumentError."""
+    if param.shape is None:
+        if isinstance(arg, np.ndarray) or not np.isscalar(arg):
+            raise ArgumentError(f"argument '{param.name}' of '{function}' must be a "
+                                f"scalar {param.dtype}, got {type(arg).__name__}")
+        return arg
+    if not isinstance(arg, np.ndarray):
+        raise ArgumentError(f"argument '{param.name}' of '{function}' must be a numpy "
+                            f"array, got {type(arg).__name__}")
+    if arg.dtype != param.dtype.numpy:
+        raise ArgumentError(f"argument '{param.name}' of '{function}': expected dtype "
+                            f"{param.dtype}, got {arg.dtype}")
+    if tuple(arg.shape) != param.shape:
+        raise ArgumentError(f"argument '{param.name}' of '{function}': expected shape "
+                            f"{param.shape}, got {tuple(arg.shape)}")
+    if not arg.flags.c_contiguous:
+        raise ArgumentError(f"argument '{param.name}' of '{function}' must be C-contiguous;"
+                            " pass np.ascontiguousarray(x)")
+    if param.written and not arg.flags.writeable:
+        raise ArgumentError(f"argument '{param.name}' of '{function}' is written to but "
+                            "the array is read-only")
+    return arg
+
+
 class Module:
     """A compiled function: `f(a, b, c)` with numpy arrays, results written in place."""
 
@@ -68,27 +93,8 @@ class Module:
             raise EmberError(f"'{self.name}' failed with status {status}")
 
     def _convert(self, param: Param, arg: Any) -> Any:
-        if param.shape is None:
-            if isinstance(arg, np.ndarray) or not np.isscalar(arg):
-                raise ArgumentError(f"argument '{param.name}' of '{self.name}' must be a "
-                                    f"scalar {param.dtype}, got {type(arg).__name__}")
-            return scalar_ctype(param.dtype)(arg)
-        if not isinstance(arg, np.ndarray):
-            raise ArgumentError(f"argument '{param.name}' of '{self.name}' must be a numpy "
-                                f"array, got {type(arg).__name__}")
-        if arg.dtype != param.dtype.numpy:
-            raise ArgumentError(f"argument '{param.name}' of '{self.name}': expected dtype "
-                                f"{param.dtype}, got {arg.dtype}")
-        if tuple(arg.shape) != param.shape:
-            raise ArgumentError(f"argument '{param.name}' of '{self.name}': expected shape "
-                                f"{param.shape}, got {tuple(arg.shape)}")
-        if not arg.flags.c_contiguous:
-            raise ArgumentError(f"argument '{param.name}' of '{self.name}' must be C-contiguous;"
-                                " pass np.ascontiguousarray(x)")
-        if param.written and not arg.flags.writeable:
-            raise ArgumentError(f"argument '{param.name}' of '{self.name}' is written to but "
-                                "the array is read-only")
-        return arg.ctypes.data
+        arg = check_argument(self.name, param, arg)
+        return scalar_ctype(param.dtype)(arg) if param.shape is None else arg.ctypes.data
 
     def get_source(self, fmt: str = "") -> str:
         """Generated code: "ll" (LLVM IR), "asm", "c", "tir"; default: the main one."""

@@ -113,6 +113,22 @@ def _relaxed(consumer: Stage, attach_stage: Stage, attach_ivar: IterVar, produce
         stage, ivar = stage.attach_stage, stage.attach_ivar
 
 
+def _thread_ranges(consumer: Stage, all_bounds: dict[Stage, StageBounds]
+                   ) -> dict[Var, Interval]:
+    """Ranges of the threadIdx-bound loops around `consumer` (its own and its hosts')."""
+    relax: dict[Var, Interval] = {}
+    stage: Stage | None = consumer
+    while stage is not None:
+        for iv in stage.leaf_iter_vars:
+            attr = stage.iter_attrs.get(iv)
+            thread = attr.bound_thread if attr is not None else None
+            if thread is not None and thread.thread_tag.startswith("threadIdx"):
+                extent = all_bounds[stage].leaf_extents[iv]
+                relax[iv.var] = Interval.from_range(const(0), const(extent))
+        stage = stage.attach_stage
+    return relax
+
+
 def infer_bounds(schedule: Schedule, bodies: dict[Stage, tuple[Expr, ...]]
                  ) -> dict[Stage, StageBounds]:
     """Bounds of every non-inlined stage, consumers before producers."""
@@ -170,6 +186,9 @@ def _needed_region(stage: Stage, reads: list[tuple[Stage, tuple[Expr, ...], int]
     region: list[Interval | None] = [None] * len(shape)
     for consumer, index, _ in reads:
         relax = _relaxed(consumer, stage.attach_stage, stage.attach_ivar, stage, done)
+        if stage.scope == "shared":
+            # one copy serves the whole block: cover what every thread of it reads
+            relax.update(_thread_ranges(consumer, done))
         root_value = done[consumer].root_value
         for d, idx in enumerate(index):
             interval = eval_interval(simplify(substitute(idx, root_value)), relax)

@@ -285,7 +285,11 @@ class _Lowering:
                 for old in op.input_buffers + op.output_buffers}
         return _RebindBuffers(mapping, data).visit(op.body)  # type: ignore[no-any-return]
 
-    def run(self) -> PrimFunc:
+    def run(self, gpu: bool = False) -> PrimFunc:
+        if gpu:
+            from ember.te.gpu import check_gpu_schedule
+
+            check_gpu_schedule(self.schedule, self.bounds)
         roots = [s for s in self.schedule.stages
                  if s.attach == Attach.ROOT and not isinstance(s.op, PlaceholderOp)]
         allocs: list[Buffer] = []
@@ -366,11 +370,13 @@ class _RebindBuffers(Mutator):
         return self.data.get(node, node)
 
 
-def lower_schedule(schedule: Schedule, args: Sequence[Tensor], name: str = "main") -> PrimFunc:
-    """The loop program of a schedule, before the TIR pass pipeline."""
+def lower_schedule(schedule: Schedule, args: Sequence[Tensor], name: str = "main",
+                   gpu: bool = False) -> PrimFunc:
+    """The loop program of a schedule, before the TIR pass pipeline; `gpu`: check first
+    that every root stage maps onto GPU threads (ember.te.gpu)."""
     if not isinstance(schedule, Schedule):
         raise LoweringError(f"lower: expected a Schedule, got {type(schedule).__name__}")
-    return _Lowering(schedule, list(args), name).run()
+    return _Lowering(schedule, list(args), name).run(gpu)
 
 
 def lower(schedule: Schedule, args: Sequence[Any], name: str = "main",

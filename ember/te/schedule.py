@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Sequence
 
-from ember.errors import ScheduleError
+from ember.errors import EmberError, ScheduleError
 from ember.te.tensor import ComputeOp, Operation, ScanOp, Tensor
 from ember.tir.expr import Expr, ExprLike, IterKind, IterVar, Range, Var, const, convert
 from ember.tir.stmt import ForKind
@@ -206,12 +206,27 @@ class Stage:
         """Run the iterations of `iv` on the thread pool."""
         self._annotate(iv, ForKind.PARALLEL, "parallel")
 
-    def bind(self, iv: IterVar, thread: IterVar) -> None:
-        """Map the loop of `iv` to a GPU thread axis made by te.thread_axis."""
-        self._annotate(iv, ForKind.THREAD_BINDING, "bind")
-        if thread.kind != IterKind.THREAD:
+    def bind(self, iv: IterVar, thread: IterVar | str) -> None:
+        """Map the loop of `iv` to a GPU thread axis: te.thread_axis("threadIdx.x") or its tag.
+
+            for i.outer in range(64):        ->  i.outer = blockIdx.x   (one block each)
+              for i.inner in range(128):         i.inner = threadIdx.x  (one thread each)
+        """
+        if isinstance(thread, str):
+            from ember.te.tensor import thread_axis
+
+            try:
+                thread = thread_axis(thread)
+            except EmberError as error:
+                raise ScheduleError(f"stage '{self.name}': cannot bind '{iv.name}': "
+                                    f"{error}") from None
+        if iv in self.leaf_iter_vars and iv.kind == IterKind.REDUCE:
+            raise ScheduleError(f"stage '{self.name}': cannot bind reduction axis '{iv.name}' "
+                                "to a thread axis; rfactor it first")
+        if not isinstance(thread, IterVar) or thread.kind != IterKind.THREAD:
             raise ScheduleError(f"stage '{self.name}': bind target must be a te.thread_axis, "
-                                f"got '{thread.name}'")
+                                f"got '{getattr(thread, 'name', thread)}'")
+        self._annotate(iv, ForKind.THREAD_BINDING, "bind")
         self._attr(iv).bound_thread = thread
 
     def pragma(self, iv: IterVar, key: str, value: ExprLike = 1) -> None:

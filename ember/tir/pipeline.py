@@ -24,6 +24,7 @@ from typing import Callable, Sequence
 from ember.errors import EmberError, VerifyError
 from ember.tir.function import PrimFunc
 from ember.tir.transform.flatten import flatten_buffers
+from ember.tir.transform.insert_barriers import insert_barriers
 from ember.tir.transform.lower_intrinsics import lower_intrinsics
 from ember.tir.transform.partition import partition_loops
 from ember.tir.transform.remove_no_ops import remove_no_ops
@@ -51,6 +52,14 @@ PASSES: dict[int, list[Pass]] = {
         vectorize_loops, lower_intrinsics, simplify, remove_no_ops],
 }
 PASSES[3] = PASSES[2]
+
+
+def gpu_passes(opt_level: int = 3) -> list[Pass]:
+    """The pipeline of a GPU kernel: barriers around shared buffers first (while every
+    stage's statements are still apart), then the common passes."""
+    if opt_level not in PASSES:
+        raise EmberError(f"opt_level must be one of {sorted(PASSES)}, got {opt_level}")
+    return [insert_barriers, *PASSES[opt_level]]
 
 
 class PassError(EmberError):

@@ -65,7 +65,7 @@ def test_light_model(name):
     model = upgrade(model)
     missing = missing_ops(model)
     if missing:
-        pytest.skip(f"ops not supported yet: {missing}")
+        pytest.fail(f"ops not supported: {missing}")
     initializers = {t.name for t in model.graph.initializer}
     feeds = [dummy_input(vi) for vi in model.graph.input if vi.name not in initializers]
     (got, *_) = onnx_backend.prepare(model).run(feeds)
@@ -95,7 +95,7 @@ def test_pytorch_exported_model(directory):
     model = upgrade(onnx.load(os.path.join(directory, "model.onnx")))
     missing = missing_ops(model)
     if missing:
-        pytest.skip(f"ops not supported yet: {missing}")
+        pytest.fail(f"ops not supported: {missing}")
     rep = onnx_backend.prepare(model)
     for data in sorted(glob.glob(os.path.join(directory, "test_data_set_*"))):
         inputs = _load_tensors(os.path.join(data, "input_*.pb"))

@@ -1,7 +1,6 @@
 """fuse_ops: groups by pattern, one anchor per group, chains stop at shared values."""
 
 import numpy as np
-import pytest
 
 from ember.graph.ir import Graph, Node
 from ember.graph.passes.fuse_ops import fuse_ops, wrap_single_ops
@@ -22,7 +21,6 @@ def _covers(before: Graph, after: Graph) -> None:
     assert after.outputs == before.outputs
 
 
-@pytest.mark.usefixtures("stand_ins")
 def test_conv_bias_bn_relu_residual_is_one_kernel() -> None:
     b = Builder()
     x = b.input("x", (1, 4, 6, 6), "float32")
@@ -45,7 +43,6 @@ def test_conv_bias_bn_relu_residual_is_one_kernel() -> None:
     assert_same_results(g, out)
 
 
-@pytest.mark.usefixtures("stand_ins")
 def test_two_anchors_never_share_a_group() -> None:
     b = Builder()
     x = b.input("x", (3, 4), "float32")

@@ -144,7 +144,6 @@ def test_no_inplace_when_input_lives_on_or_differs() -> None:
     assert aligned(1) == 64 and aligned(65) == 128
 
 
-@pytest.mark.usefixtures("stand_ins")
 def test_resnet50_workspace_close_to_peak() -> None:
     graph = fuse_ops(resnet50(224))
     plan = plan_memory(graph)

@@ -1,0 +1,299 @@
+"""Kernels of a DeviceProgram as GPU source text; one printer, a Dialect per language.
+
+OpenCL C, CUDA C and Metal differ in how a kernel is declared, how it finds its thread and
+block index, how shared memory and barriers are spelled and what the math functions are
+called; the expressions are C in all three and print through the C back end's ExprPrinter.
+A loop bound to a thread axis becomes that axis' index (guarded when the loop is shorter
+than the launch); shared buffers are declared once at the top of the kernel.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from ember.codegen.c_expr import ExprPrinter, always_true
+from ember.codegen.c_helpers import helper_source
+from ember.codegen.c_names import Scopes, compute_ctype, storage_ctype
+from ember.codegen.gpu_kernels import DeviceProgram, Kernel
+from ember.dtype import DType
+from ember.errors import CodegenError
+from ember.tir import expr as E
+from ember.tir import stmt as S
+from ember.tir.function import Buffer
+from ember.tir.functor import post_order_visit, used_vars
+
+INDENT = "    "
+# private (per-thread) arrays larger than this would spill to slow local memory anyway
+PRIVATE_LIMIT_BYTES = 16384
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """How one GPU language spells what the printer needs."""
+
+    name: str
+    prelude: str                              # text before the helpers (types, extensions)
+    helper_prefix: str                        # replaces "static inline" of the C helpers
+    global_space: str                         # qualifier of a pointer to global memory
+    shared_space: str                         # declaration qualifier of a shared array
+    barrier: str
+    index: Callable[[str, str], str]          # ("blockIdx", "x") -> expression text
+    signature: Callable[[Kernel, list[str]], str]
+    param: Callable[[Buffer, str, int], list[str]]   # buffer, C name, position -> params
+    bind_param: Callable[[Buffer, str, str], str]    # buffer, C name, ctype -> a local or ""
+    scalar_param: Callable[[E.Var, str, int], str]
+    functions: dict[str, str] = field(default_factory=dict)  # C name -> dialect name
+    reserved: tuple[str, ...] = ()
+
+
+class _GpuExprPrinter(ExprPrinter):
+    """The C expression printer with the dialect's math names and address spaces."""
+
+    def __init__(self, scopes: Scopes, buffer_types: dict[E.Var, DType],
+                 dialect: Dialect, spaces: dict[E.Var, str]) -> None:
+        super().__init__(scopes, buffer_types)
+        self.dialect = dialect
+        self.spaces = spaces
+
+    def function_name(self, intrinsic: str, bits: int) -> str:
+        name = super().function_name(intrinsic, bits)
+        return self.dialect.functions.get(name, name)
+
+    def pointer(self, buffer: Buffer, what: str) -> str:
+        name = super().pointer(buffer, what)
+        if name.startswith("(("):  # reinterpreted: keep the buffer's address space
+            space = self.spaces.get(buffer.data, "")
+            if space:
+                name = name.replace("((", f"(({space} ", 1)
+        return name
+
+
+class KernelPrinter:
+    """Prints one Kernel in a Dialect."""
+
+    def __init__(self, kernel: Kernel, dialect: Dialect) -> None:
+        self.kernel = kernel
+        self.dialect = dialect
+        self.scopes = Scopes()
+        for word in dialect.reserved:
+            self.scopes.fresh(word)
+        self.buffer_types: dict[E.Var, DType] = {}
+        self.spaces: dict[E.Var, str] = {}
+        self.exprs = _GpuExprPrinter(self.scopes, self.buffer_types, dialect, self.spaces)
+        self.lines: list[str] = []
+        self.depth = 1
+        self.launched = dict(kernel.thread_extents)
+
+    def run(self) -> str:
+        kernel, dialect = self.kernel, self.dialect
+        params: list[str] = []
+        position = 0
+        for buf in kernel.buffers:
+            name = self.scopes.fresh(buf.name)
+            params += dialect.param(buf, name, position)
+            position += 1
+            local = dialect.bind_param(buf, name, storage_ctype(buf.dtype))
+            if local:
+                self.emit(local)
+            self._bind(buf, name, dialect.global_space)
+        for var in kernel.scalars:
+            if var.dtype.lanes != 1 or var.dtype.is_handle:
+                raise CodegenError(f"kernel '{kernel.name}': scalar parameter '{var.name}' of "
+                                   f"type {var.dtype} cannot be passed to a GPU kernel")
+            name = self.scopes.fresh(var.name)
+            params.append(dialect.scalar_param(var, name, position))
+            position += 1
+            self.scopes.bind(var, name)
+        self._declare_shared(kernel.body)
+        self.stmt(kernel.body)
+        return "\n".join([dialect.signature(kernel, params) + " {"] + self.lines + ["}"])
+
+    # ------------------------------------------------------------------------------------
+    def emit(self, line: str) -> None:
+        self.lines.append(INDENT * self.depth + line)
+
+    def flush(self) -> None:
+        for line in self.exprs.prelude:
+            self.emit(line)
+        self.exprs.prelude.clear()
+
+    def block(self, body: S.Stmt) -> None:
+        self.scopes.push()
+        self.depth += 1
+        self.stmt(body)
+        self.depth -= 1
+        self.scopes.pop()
+
+    def _bind(self, buf: Buffer, name: str, space: str) -> None:
+        self.scopes.bind(buf.data, name, "buffer")
+        self.buffer_types[buf.data] = buf.dtype
+        self.spaces[buf.data] = space
+
+    def _declare_shared(self, body: S.Stmt) -> None:
+        """Shared arrays at kernel scope (OpenCL allows __local declarations only there)."""
+        shared: list[Buffer] = []
+        post_order_visit(body, lambda n: shared.append(n.buffer)
+                         if isinstance(n, S.Allocate) and n.buffer.scope == "shared" else None)
+        for buf in shared:
+            count = self._count(buf)
+            name = self.scopes.fresh(buf.name)
+            self.emit(f"{self.dialect.shared_space} {storage_ctype(buf.dtype)} {name}[{count}];")
+            self._bind(buf, name, self.dialect.shared_space)
+
+    def _count(self, buf: Buffer) -> int:
+        count = 1
+        for extent in buf.shape:
+            value = E.as_const_int(extent)
+            if value is None:
+                raise CodegenError(f"kernel '{self.kernel.name}': buffer '{buf.name}' "
+                                   f"({buf.scope}) has a non-constant size")
+            count *= value
+        if buf.dtype.lanes != 1:
+            raise CodegenError(f"buffer '{buf.name}' has vector elements {buf.dtype}")
+        return max(count, 1)
+
+    def stmt(self, s: S.Stmt) -> None:
+        match s:
+            case S.Seq(stmts):
+                for item in stmts:
+                    self.stmt(item)
+            case S.For():
+                self._for(s)
+            case S.Store():
+                self._store(s)
+            case S.Allocate(buffer, body):
+                if buffer.scope != "shared":
+                    self._private(buffer)
+                self.stmt(body)
+            case S.IfThenElse(condition, then_case, else_case):
+                text = self.exprs.expr(condition)
+                self.flush()
+                self.emit(f"if ({text}) {{")
+                self.block(then_case)
+                if else_case is not None:
+                    self.emit("} else {")
+                    self.block(else_case)
+                self.emit("}")
+            case S.LetStmt():
+                self._let(s)
+            case S.AttrStmt(_, _, body):
+                self.stmt(body)
+            case S.Barrier():
+                self.emit(self.dialect.barrier)
+            case S.Evaluate(E.IntImm()):
+                pass
+            case _:
+                raise CodegenError(f"the {self.dialect.name} back end cannot print "
+                                   f"{type(s).__name__} statements")
+
+    def _private(self, buf: Buffer) -> None:
+        """A per-thread array (scope local, or a global stage computed inside a thread)."""
+        count = self._count(buf)
+        if count * buf.dtype.storage_bytes > PRIVATE_LIMIT_BYTES:
+            raise CodegenError(f"kernel '{self.kernel.name}': buffer '{buf.name}' "
+                               f"({count} elements) is allocated per thread and is too big; "
+                               "compute it at root or in a smaller loop")
+        name = self.scopes.fresh(buf.name)
+        self.emit(f"{storage_ctype(buf.dtype)} {name}[{count}];")
+        self._bind(buf, name, "")
+
+    def _for(self, s: S.For) -> None:
+        if s.kind == S.ForKind.PARALLEL:
+            raise CodegenError(f"loop '{s.var.name}' is parallel; a GPU kernel binds its loops "
+                               "to thread axes instead")
+        begin = self.exprs.expr(s.begin, bare=True)
+        self.flush()
+        self.scopes.push()
+        name = self.scopes.fresh(s.var.name)
+        self.scopes.bind(s.var, name)
+        ctype = compute_ctype(s.var.dtype)
+        if s.kind == S.ForKind.THREAD_BINDING:
+            kind, _, axis = s.thread_tag.partition(".")
+            index = f"({ctype}){self.dialect.index(kind, axis)}"
+            start = "" if begin == "0" else f"{begin} + "
+            self.emit("{")  # a C block: the next loop bound to this axis reuses the name
+            self.depth += 1
+            self.emit(f"const {ctype} {name} = {start}{index};")
+            extent = E.as_const_int(s.extent)
+            if extent is not None and extent < self.launched.get(s.thread_tag, 1):
+                self.emit(f"if ({index} < {extent}) {{")
+                self.block(s.body)
+                self.emit("}")
+            else:
+                self.stmt(s.body)
+            self.depth -= 1
+            self.emit("}")
+            self.scopes.pop()
+            return
+        end_expr = s.extent if E.is_const_int(s.begin, 0) else E.Add(s.begin, s.extent)
+        end = self.exprs.expr(end_expr, bare=True)
+        self.flush()
+        if s.kind == S.ForKind.UNROLLED and isinstance(s.extent, E.IntImm):
+            self.emit(f"#pragma unroll {s.extent.value}")
+        self.emit(f"for ({ctype} {name} = {begin}; {name} < {end}; ++{name}) {{")
+        self.block(s.body)
+        self.scopes.pop()
+        self.emit("}")
+
+    def _store(self, s: S.Store) -> None:
+        if s.value.dtype.element != s.buffer.dtype.element:
+            raise CodegenError(f"store of a {s.value.dtype} value into '{s.buffer.name}' of "
+                               f"type {s.buffer.dtype}; cast the value first")
+        lanes = s.value.dtype.lanes
+        if lanes == 1:
+            self._store_lane(s, None)
+            return
+        self.scopes.push()
+        lane = self.scopes.fresh("lane")
+        self.emit(f"for (int32_t {lane} = 0; {lane} < {lanes}; ++{lane}) {{")
+        self.depth += 1
+        self._store_lane(s, lane)
+        self.depth -= 1
+        self.emit("}")
+        self.scopes.pop()
+
+    def _store_lane(self, s: S.Store, lane: str | None) -> None:
+        if s.buffer.dtype.is_float and s.buffer.dtype.bits == 16:
+            raise CodegenError(f"store into float16 buffer '{s.buffer.name}': the "
+                               f"{self.dialect.name} back end computes float32/float64 only")
+        pointer = self.exprs.pointer(s.buffer, "store")
+        index = self.exprs.index(s.indices, s.buffer, lane)
+        value = self.exprs.expr(s.value, lane)
+        predicate = None
+        if s.predicate is not None and not always_true(s.predicate):
+            predicate = self.exprs.expr(s.predicate, lane)
+        self.flush()
+        line = f"{pointer}[{index}] = {value};"
+        self.emit(line if predicate is None else f"if ({predicate}) {{ {line} }}")
+
+    def _let(self, s: S.LetStmt) -> None:
+        if s.var not in set(used_vars(s.body)):
+            self.stmt(s.body)
+            return
+        if s.value.dtype.lanes != 1 or s.value.dtype.is_handle:
+            raise CodegenError(f"let '{s.var.name}' of type {s.value.dtype}: GPU kernels bind "
+                               "only scalar numbers")
+        text = self.exprs.expr(s.value)
+        self.flush()
+        name = self.scopes.fresh(s.var.name)
+        self.emit(f"const {compute_ctype(s.value.dtype)} {name} = {text};")
+        self.scopes.bind(s.var, name)
+        self.stmt(s.body)
+
+
+def codegen_source(program: DeviceProgram, dialect: Dialect) -> str:
+    """The source text of every kernel of `program`, with the helpers they need."""
+    bodies = []
+    helpers: set[str] = set()
+    for kernel in program.kernels:
+        printer = KernelPrinter(kernel, dialect)
+        bodies.append(printer.run())
+        helpers |= printer.exprs.helpers
+    if any(h.startswith(("ember_f16", "ember_f32_to_f16", "ember_alloc")) for h in helpers):
+        raise CodegenError(f"program '{program.name}' needs float16 or heap helpers, which the "
+                           f"{dialect.name} back end does not provide")
+    parts = [dialect.prelude]
+    if helpers:
+        parts.append(helper_source(helpers).replace("static inline", dialect.helper_prefix))
+    return "\n\n".join(parts + bodies) + "\n"
