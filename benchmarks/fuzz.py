@@ -29,7 +29,7 @@ import tempfile
 import time
 import traceback
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -414,50 +414,52 @@ def worker_main() -> None:
 
 # ------------------------------------------------------------------------------------------
 # the driver: cases through restartable workers
-def cases(count: int, seed: int) -> list[tuple[str, int]]:
+def cases(count: int, seed: int) -> Iterator[tuple[str, int]]:
     """`count` cases, families in turn, seeds derived from `seed`."""
-    families = [f for f in FAMILIES]
-    return [(families[k % len(families)], seed * 1_000_003 + k) for k in range(count)]
+    for k in range(count):
+        yield FAMILIES[k % len(FAMILIES)], seed * 1_000_003 + k
 
 
-def run(todo: list[tuple[str, int]], timeout: float = 60.0, deadline: float | None = None,
+def run(todo: Iterable[tuple[str, int]], timeout: float = 60.0, deadline: float | None = None,
         workdir: str | None = None) -> list[tuple[str, int, str, str]]:
-    """Outcomes of `todo` (family, seed, outcome, detail), in order."""
+    """Outcomes of `todo` (family, seed, outcome, detail), in order; cases are handed to a
+    worker one at a time, and a worker that dies or hangs is replaced."""
     own = tempfile.TemporaryDirectory(prefix="ember-fuzz-") if workdir is None else None
     root = workdir or own.name  # type: ignore[union-attr]
-    results: list[tuple[str, int, str, str]] = []
-    pending = list(todo)
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     path = os.pathsep.join(p for p in (repo, os.environ.get("PYTHONPATH", "")) if p)
-    env = {**os.environ, "EMBER_NUM_THREADS": "1", "PYTHONPATH": path}
-    while pending and (deadline is None or time.monotonic() < deadline):
-        worker = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker", root],
-                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                  stderr=subprocess.DEVNULL, text=True, env=env,
-                                  start_new_session=True)
-        assert worker.stdin is not None and worker.stdout is not None
-        for family, seed in pending:
+    # guard pages: a kernel writing past a buffer faults, counted as a death
+    env = {**os.environ, "EMBER_NUM_THREADS": "1", "PYTHONPATH": path, "EMBER_GUARD_PAGES": "1"}
+    results: list[tuple[str, int, str, str]] = []
+    worker: subprocess.Popen[str] | None = None
+    try:
+        for family, seed in todo:
+            if deadline is not None and time.monotonic() > deadline:
+                break
+            if worker is None:
+                worker = subprocess.Popen(
+                    [sys.executable, os.path.abspath(__file__), "--worker", root],
+                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                    text=True, env=env, start_new_session=True)
+            assert worker.stdin is not None and worker.stdout is not None
             worker.stdin.write(f"{family} {seed}\n")
-        worker.stdin.close()
-        while pending:
-            family, seed = pending[0]
+            worker.stdin.flush()
             ready, _, _ = select.select([worker.stdout], [], [], timeout)
             line = worker.stdout.readline() if ready else None
-            if not line:
-                worker.kill()
-                worker.wait()
-                outcome = "timeout" if line is None else "death"
-                results.append((family, seed, outcome, f"exit {worker.returncode}"))
-                pending.pop(0)
-                break
-            results.append(tuple(json.loads(line)))  # type: ignore[arg-type]
-            pending.pop(0)
-            if deadline is not None and time.monotonic() > deadline:
-                pending.clear()
-        else:
+            if line:
+                results.append(tuple(json.loads(line)))  # type: ignore[arg-type]
+                continue
+            worker.kill()
+            code = worker.wait()
+            outcome = "timeout" if line is None else "death"
+            results.append((family, seed, outcome, f"exit {code}"))
+            worker = None
+    finally:
+        if worker is not None:
+            worker.kill()
             worker.wait()
-    if own is not None:
-        own.cleanup()
+        if own is not None:
+            own.cleanup()
     return results
 
 

@@ -59,9 +59,44 @@ class TensorInfo(NamedTuple):
 
 
 # shared with CompiledModel ----------------------------------------------------------------
+def guard_pages() -> bool:
+    """EMBER_GUARD_PAGES=1: workspace, outputs and input copies end at an inaccessible page,
+    so a kernel reading or writing past a buffer faults at once (for tests and fuzzing)."""
+    return os.environ.get("EMBER_GUARD_PAGES", "").strip().lower() in ("1", "true", "yes")
+
+
+def guarded_bytes(size: int) -> np.ndarray:
+    """A zeroed, 64-byte aligned uint8 array of `size` bytes that ends within 63 bytes of a
+    PROT_NONE page (and has another before it)."""
+    import mmap
+
+    page = mmap.PAGESIZE
+    body = -(-max(1, size) // page) * page
+    region = mmap.mmap(-1, body + 2 * page)
+    base = ctypes.addressof(ctypes.c_char.from_buffer(region))
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    for at in (base, base + page + body):
+        if libc.mprotect(ctypes.c_void_p(at), page, 0) != 0:  # PROT_NONE
+            raise EmberError(f"EMBER_GUARD_PAGES: mprotect failed (errno "
+                             f"{ctypes.get_errno()})")
+    start = page + body - (-(-max(1, size) // ALIGN) * ALIGN)
+    return np.frombuffer(region, np.uint8, count=max(1, size), offset=start)
+
+
+def output_array(shape: Sequence[int], dtype: str) -> np.ndarray:
+    """An uninitialized output array (guarded under EMBER_GUARD_PAGES)."""
+    if not guard_pages():
+        return np.empty(shape, dtype)
+    nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+    return guarded_bytes(nbytes)[:nbytes].view(dtype).reshape(shape)
+
+
 def aligned_bytes(size: int, zero: bool = True) -> np.ndarray:
     """A uint8 array of `size` bytes (at least 1, zeroed unless `zero` is False) whose data
     is 64-byte aligned."""
+    if guard_pages():
+        return guarded_bytes(size)
     raw = (np.zeros if zero else np.empty)(max(1, size) + ALIGN, np.uint8)
     start = (-raw.ctypes.data) % ALIGN
     return raw[start:start + max(1, size)]
@@ -111,6 +146,10 @@ def check_inputs(model: str, specs: Sequence[Any],
         if tuple(array.shape) != tuple(spec.shape):
             raise ArgumentError(f"input '{spec.name}': expected shape {tuple(spec.shape)}, "
                                 f"got {tuple(array.shape)}")
+        if guard_pages():
+            copy = output_array(array.shape, spec.dtype)
+            copy[...] = array
+            array = copy
         checked.append(np.ascontiguousarray(array))
     return checked
 
@@ -404,7 +443,7 @@ class LibraryModel:
     def run(self, inputs: Mapping[str, Any] | Sequence[Any]) -> list[np.ndarray]:
         """Outputs in model-output order for inputs given by name (dict) or position (list)."""
         arrays = self.check_inputs(inputs)
-        outputs = [np.empty(s.shape, s.dtype) for s in self.outputs]
+        outputs = [output_array(s.shape, s.dtype) for s in self.outputs]
         pointers = [a.ctypes.data for a in arrays] + [o.ctypes.data for o in outputs]
         with self._lock:
             status = self._main(*pointers, *self._tail)
