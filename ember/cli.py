@@ -370,6 +370,22 @@ def _cmd_target(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_cache(args: argparse.Namespace) -> int:
+    from ember.lowering.cache import KernelCache, max_cache_bytes
+
+    cache = KernelCache(args.dir) if args.dir else KernelCache()
+    if args.action == "clear":
+        print(f"removed {cache.clear()} kernels from {cache.directory}")
+        return 0
+    if args.action == "prune":
+        print(f"removed {cache.prune()} kernels from {cache.directory}")
+    count, size = cache.info()
+    print(f"kernel cache: {cache.directory}")
+    print(f"entries:      {count} ({size / 1e6:.1f} MB; cap {max_cache_bytes() / 2**20:.0f} MB, "
+          "EMBER_CACHE_MAX_MB)")
+    return 0
+
+
 # parser -----------------------------------------------------------------------------------
 def _model_options(p: argparse.ArgumentParser, compiled_ok: bool = True) -> None:
     what = "an .onnx file" + (" or a directory or .so written by 'ember compile'"
@@ -467,6 +483,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--target", default="llvm", help="target string (default: llvm, the "
                                                     "host CPU)")
     p.set_defaults(func=_cmd_demo)
+
+    p = sub.add_parser("cache", help="show, prune or clear the kernel cache",
+                       description="The on-disk cache of compiled kernels (EMBER_CACHE_DIR, "
+                                   "else $XDG_CACHE_HOME/ember, else ~/.cache/ember), kept "
+                                   "under EMBER_CACHE_MAX_MB (default 2048) by evicting the "
+                                   "least recently used kernels.")
+    p.add_argument("action", nargs="?", default="info", choices=["info", "prune", "clear"],
+                   help="info (default): location and size; prune: evict down to the cap; "
+                        "clear: remove every kernel")
+    p.add_argument("--dir", help="the cache directory (default: as above)")
+    p.set_defaults(func=_cmd_cache)
 
     p = sub.add_parser("target", help="show what a target string means on this machine",
                        description="Parse a target string (default: the host) and print "

@@ -88,7 +88,54 @@ class KernelCache:
             self.misses += 1
             return None
         self.hits += 1
+        try:  # the entry was used: the size cap evicts the least recently used first
+            os.utime(self.path(key))
+        except OSError:
+            pass
         return payload
+
+    def entries(self) -> list[Path]:
+        return sorted((self.directory / "kernels").glob("*/*.obj"))
+
+    def info(self) -> tuple[int, int]:
+        """(number of entries, their total bytes)."""
+        sizes = [_size(p) for p in self.entries()]
+        return len(sizes), sum(sizes)
+
+    def clear(self) -> int:
+        """Remove every entry (and stray temp files); returns how many entries went."""
+        removed = 0
+        for path in (self.directory / "kernels").glob("*/*"):
+            try:
+                path.unlink()
+                removed += path.suffix == ".obj"
+            except OSError:
+                pass
+        return removed
+
+    def prune(self, max_bytes: int | None = None) -> int:
+        """Evict least recently used entries until the cache holds at most `max_bytes`
+        (default EMBER_CACHE_MAX_MB, 2048 MB); returns how many were removed."""
+        limit = max_cache_bytes() if max_bytes is None else max_bytes
+        entries = []
+        for path in self.entries():
+            try:
+                stat = path.stat()
+            except OSError:
+                continue
+            entries.append((stat.st_mtime, stat.st_size, path))
+        total = sum(size for _, size, _ in entries)
+        removed = 0
+        for _, size, path in sorted(entries, key=lambda e: (e[0], str(e[2]))):
+            if total <= limit:
+                break
+            try:
+                path.unlink()
+            except OSError:
+                continue
+            total -= size
+            removed += 1
+        return removed
 
     def put(self, key: str, payload: bytes) -> None:
         """Store `payload` atomically; a cache that cannot be written is silently skipped."""
@@ -98,6 +145,28 @@ class KernelCache:
             write_atomic(path, MAGIC + _digest(key, payload) + payload)
         except OSError:
             pass
+
+
+def max_cache_bytes() -> int:
+    """EMBER_CACHE_MAX_MB (default 2048) in bytes."""
+    from ember.errors import ArgumentError
+
+    text = os.environ.get("EMBER_CACHE_MAX_MB", "").strip() or "2048"
+    try:
+        megabytes = float(text)
+    except ValueError:
+        raise ArgumentError(f"EMBER_CACHE_MAX_MB must be a number of megabytes, got "
+                            f"{text!r}") from None
+    if megabytes < 0:
+        raise ArgumentError(f"EMBER_CACHE_MAX_MB must be >= 0, got {text!r}")
+    return int(megabytes * 1024 * 1024)
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 def _digest(key: str, payload: bytes) -> bytes:

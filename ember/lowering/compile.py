@@ -144,6 +144,8 @@ def compile_kernels(groups: Sequence[FusedGroup], target: Target, cache: KernelC
     if cache is not None:
         for g in todo:
             cache.put(cache_key(g.key, cache_target), objects[g.symbol])
+        if todo:
+            cache.prune()
     stats = {"groups": len(groups), "kernels": len(unique), "compiled": len(todo),
              "cached": len(unique) - len(todo)}
     return objects, stats

@@ -124,3 +124,30 @@ def test_link_refuses_an_object_without_its_kernel() -> None:
     (symbol,) = model.plan.symbols
     with pytest.raises(CorruptFileError, match=f"object code of kernel '{symbol}': "):
         link(model.plan, {symbol: b"\x7fELF" + bytes(200)})
+
+
+def test_cache_info_prune_clear_and_cli(tmp_path, monkeypatch, capsys) -> None:
+    import time as _time
+
+    from ember.cli import main
+    from ember.errors import ArgumentError
+    from ember.lowering.cache import max_cache_bytes
+
+    cache = KernelCache(tmp_path)
+    for k in range(4):
+        cache.put(f"{k:040d}", bytes(1000))
+        past = _time.time() - 100 + k
+        os.utime(cache.path(f"{k:040d}"), (past, past))
+    assert cache.get(f"{0:040d}") is not None  # used now: the newest
+    assert cache.info() == (4, 4 * (1000 + 40))
+    assert cache.prune(2 * 1040) == 2
+    assert cache.get(f"{0:040d}") is not None and cache.get(f"{3:040d}") is not None
+    assert cache.get(f"{1:040d}") is None and cache.get(f"{2:040d}") is None
+    monkeypatch.setenv("EMBER_CACHE_MAX_MB", "lots")
+    with pytest.raises(ArgumentError, match="EMBER_CACHE_MAX_MB must be a number"):
+        max_cache_bytes()
+    monkeypatch.setenv("EMBER_CACHE_MAX_MB", "1")
+    assert main(["cache", "info", "--dir", str(tmp_path)]) == 0
+    assert "entries:      2" in capsys.readouterr().out
+    assert main(["cache", "clear", "--dir", str(tmp_path)]) == 0
+    assert "removed 2 kernels" in capsys.readouterr().out and cache.info() == (0, 0)
