@@ -42,7 +42,8 @@ def test_set_num_threads_accepts_numpy_ints() -> None:
 
 def test_env_thread_count_is_checked(monkeypatch) -> None:
     monkeypatch.setenv("EMBER_NUM_THREADS", "100000")
-    with pytest.raises(EmberError, match="EMBER_NUM_THREADS must be a positive integer in \\[1, 257\\]"):
+    with pytest.raises(EmberError, match="EMBER_NUM_THREADS must be a positive integer in "
+                                         "\\[1, 257\\]"):
         threadpool.default_num_threads()
 
 
