@@ -144,16 +144,22 @@ def _shapeless_values(graph: GraphProto) -> str:
             "with dim_param names for unknown dims)")
 
 
-def _check_declared(vi: onnx.ValueInfoProto, value: Value) -> None:
+def _check_declared(vi: onnx.ValueInfoProto, value: Value, kind: str = "graph output"
+                    ) -> None:
     """A graph output's declared element type must be what ember computes (onnxruntime
     refuses such a model too): else the caller gets another type than the model promises."""
     if vi.type.WhichOneof("value") != "tensor_type":
         return
     tensor = vi.type.tensor_type
     if tensor.elem_type:
-        declared = onnx_dtype(tensor.elem_type, f"graph output '{vi.name}'")
+        try:
+            declared = onnx_dtype(tensor.elem_type, f"{kind} '{vi.name}'")
+        except UnsupportedOpError:
+            if kind == "value_info":
+                return  # a type ember lacks, on a value it computed anyway
+            raise
         if declared != value.type.dtype:
-            raise ModelError(f"graph output '{vi.name}' is declared {declared} but the graph "
+            raise ModelError(f"{kind} '{vi.name}' is declared {declared} but the graph "
                              f"computes {value.type.dtype}")
     # a declared shape that differs is only a warning in onnxruntime, and the ONNX backend
     # compiles one model for several fed shape inputs: not checked
@@ -251,6 +257,11 @@ class _Importer:
             if not self.problems and value is not None:
                 _check_declared(vi, value)
             outputs.append(value)
+        if not self.problems:
+            for vi in graph.value_info:  # declared types of intermediates, as for outputs
+                value = env.get(vi.name)
+                if value is not None and value is not _UNKNOWN:
+                    _check_declared(vi, value, "value_info")
         if self.problems:
             raise UnsupportedModelError(self.problems, frozenset(self.dynamic))
         return self.builder.finish([v for v in outputs if v is not None])

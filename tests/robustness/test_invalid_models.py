@@ -93,3 +93,13 @@ def test_checker_crash_on_garbage_names_the_model(tmp_path) -> None:
         "latin-1")
     with pytest.raises(ember.EmberError):
         _compile(m)
+
+
+def test_declared_value_info_type_must_match() -> None:
+    graph = h.make_graph([h.make_node("Relu", ["x"], ["a"]), h.make_node("Neg", ["a"], ["y"])],
+                         "g", [vi("x", T.FLOAT, [2])], [vi("y", T.FLOAT, [2])],
+                         value_info=[vi("a", T.INT32, [2])])
+    m = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+    with pytest.raises(ModelError, match="value_info 'a' is declared int32 but the graph "
+                                         "computes float32"):
+        _compile(m)
