@@ -303,6 +303,9 @@ def _cmd_check(args: argparse.Namespace) -> int:
     report = check(onnx_model, model, _feeds(args, model, onnx_model), rtol=args.rtol,
                    atol=args.atol)
     print(f"compared {report.compared} tensors with onnxruntime")
+    if report.compared <= len(model.output_names):
+        print(f"(at -O{args.opt_level} only the model outputs have onnxruntime names to "
+              "compare with; -O0 keeps one fused group per node and compares at each)")
     if report.worst is not None:
         w = report.worst
         print(f"largest difference: '{w.value}' (node '{w.node}' {w.op}, group '{w.group}'): "
