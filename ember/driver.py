@@ -100,8 +100,23 @@ def compile(model: Any, target: str | Target = "llvm", opt_level: int = 3,
         model = ember.compile("mobilenet.onnx")
         (probs,) = model(x)
 
-    `prepack` (default: on unless EMBER_PREPACK=0) computes the weight-only stages of the
-    kernels (packed panels, transposed weights) once here instead of on every run.
+    model: a path to an .onnx file, an onnx.ModelProto, or an ember Graph.
+    target: a target string or Target ("llvm" = this CPU; e.g. "llvm -mcpu=znver4",
+        "llvm -num-cores=4"; GPU kinds "cuda", "rocm", "opencl", "metal"). CPU and
+        feature names are checked against LLVM's lists (`ember target --list-cpus`).
+    opt_level: 0 (one kernel per op) to 3 (all graph passes, blocked layouts; default).
+    input_shapes: static shapes for inputs with symbolic dims, {"input": (1, 3, 224, 224)};
+        dims must be ints >= 0.
+    cache: True (the kernel cache in EMBER_CACHE_DIR, else ~/.cache/ember), False (none),
+        a directory, or a KernelCache. Entries are checked before use and rebuilt if bad.
+    jobs: worker processes compiling kernels (default: the CPUs this process may use;
+        1, or inside a daemonic process: compile here).
+    progress: a progress bar on stderr (default: when stderr is a terminal and there are
+        many kernels).
+    prepack: compute the weight-only stages of the kernels (packed panels, transposed
+        weights) once here instead of on every run (default: on unless EMBER_PREPACK=0).
+
+    Bad input raises an EmberError subclass naming what was wrong and where.
     """
     tgt = resolve_target(target)
     if tgt.kind in ("cuda", "rocm", "opencl", "metal"):
@@ -132,13 +147,14 @@ def _exportable(model: Any) -> None:
                             "this process's JIT")
 
 
-def export_library(model: Any, path: str | os.PathLike[str],
+def export_library(model: Any, path: str | os.PathLike[str], target: str | Target = "llvm",
+                   opt_level: int = 3,
                    input_shapes: Mapping[str, Sequence[int]] | None = None,
-                   opt_level: int = 3, target: str | Target = "llvm",
                    cache: CacheArg = True, jobs: int | None = None,
                    progress: bool | None = None, prepack: bool | None = None) -> Path:
     """Compile `model` (path, onnx.ModelProto or ember Graph) into the shared library `path`
-    (written atomically); load it with `ember.runtime.library.load_library`.
+    (written atomically, then sealed with its checksum); load it with
+    `ember.runtime.library.load_library`. The other arguments are `compile`'s, in its order.
 
     Weights are prepacked for host targets (as by `ember.compile`); a library for another
     machine packs them on every run.
@@ -153,8 +169,8 @@ def export_library(model: Any, path: str | os.PathLike[str],
 
 
 def export_objects(model: Any, directory: str | os.PathLike[str],
+                   target: str | Target = "llvm", opt_level: int = 3,
                    input_shapes: Mapping[str, Sequence[int]] | None = None,
-                   opt_level: int = 3, target: str | Target = "llvm",
                    cache: CacheArg = True, jobs: int | None = None,
                    progress: bool | None = None) -> Path:
     """The library's pieces, unlinked, in `directory` (for a machine without a linker for

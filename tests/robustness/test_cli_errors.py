@@ -86,3 +86,21 @@ def test_run_with_bad_input_file(relu_onnx, tmp_path, capsys) -> None:
     code = main(["run", str(relu_onnx), "--shape", "x=2,8", "--no-cache", "--input",
                  f"x={tmp_path / 'x.npy'}"])
     assert code == 2 and "expected dtype float32, got float64" in capsys.readouterr().err
+
+
+def test_front_door_signatures_agree_and_are_documented() -> None:
+    import inspect
+
+    from ember.demo import cpu_name
+    from ember.driver import compile as compile_model
+    from ember.driver import export_library, export_objects
+
+    params = list(inspect.signature(compile_model).parameters)
+    for export in (export_library, export_objects):
+        rest = [p for p in inspect.signature(export).parameters if p not in ("path",
+                                                                            "directory")]
+        assert rest == [p for p in params if p in rest], (export.__name__, rest)
+    doc = compile_model.__doc__ or ""
+    for name in params:
+        assert f"{name}:" in doc, f"compile's docstring does not document '{name}'"
+    assert cpu_name().strip()
