@@ -29,7 +29,7 @@ import tempfile
 import time
 import traceback
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -414,10 +414,11 @@ def worker_main() -> None:
 
 # ------------------------------------------------------------------------------------------
 # the driver: cases through restartable workers
-def cases(count: int, seed: int) -> Iterator[tuple[str, int]]:
+def cases(count: int, seed: int, families: Sequence[str] = FAMILIES
+          ) -> Iterator[tuple[str, int]]:
     """`count` cases, families in turn, seeds derived from `seed`."""
     for k in range(count):
-        yield FAMILIES[k % len(FAMILIES)], seed * 1_000_003 + k
+        yield families[k % len(families)], seed * 1_000_003 + k
 
 
 def run(todo: Iterable[tuple[str, int]], timeout: float = 60.0, deadline: float | None = None,
@@ -473,23 +474,36 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds per case")
     parser.add_argument("--show", type=int, default=20, help="failures to print")
+    parser.add_argument("--families", default=",".join(FAMILIES),
+                        help=f"comma-separated families (default: all of {', '.join(FAMILIES)})")
+    parser.add_argument("--failures", metavar="FILE.jsonl",
+                        help="write every failure (and accepted case) as a JSON line")
     parser.add_argument("--show-accepted", action="store_true",
                         help="also print the models ember ran and onnxruntime rejected")
     args = parser.parse_args()
     start = time.monotonic()
     deadline = start + args.minutes * 60 if args.minutes else None
     count = 10**7 if args.minutes else args.cases
-    results = run(cases(count, args.seed), args.timeout, deadline)
+    families = [f for f in args.families.split(",") if f]
+    unknown = sorted(set(families) - set(FAMILIES))
+    if unknown:
+        parser.error(f"unknown families {unknown}; known: {', '.join(FAMILIES)}")
+    results = run(cases(count, args.seed, families), args.timeout, deadline)
     counts = Counter(r[2] for r in results)
     by_family = Counter((r[0], r[2]) for r in results)
     print(f"{len(results)} cases in {time.monotonic() - start:.0f} s (seed {args.seed})")
     for outcome in ("match", "ember_error", "accepted", *FAILURES):
         print(f"  {outcome:12s} {counts.get(outcome, 0)}")
-    for family in FAMILIES:
+    for family in families:
         row = ", ".join(f"{o} {n}" for (f, o), n in sorted(by_family.items()) if f == family)
         print(f"  {family:12s} {row}")
     shown = FAILURES + (("accepted",) if args.show_accepted else ())
     failures = [r for r in results if r[2] in shown]
+    if args.failures:
+        with open(args.failures, "w") as out:
+            for r in results:
+                if r[2] in FAILURES + ("accepted",):
+                    out.write(json.dumps(r) + "\n")
     for family, seed, outcome, detail in failures[:args.show]:
         print(f"FAIL {outcome} {family} seed {seed}: {detail}")
     return 1 if any(r[2] in FAILURES for r in results) else 0

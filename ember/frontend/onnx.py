@@ -92,6 +92,7 @@ def from_onnx(model: ModelProto | str | bytes | os.PathLike[str],
         graph = from_onnx(model_proto, input_shapes={"x": (1, 3, 32, 32)})
     """
     proto = load_model(model)
+    _check_text(proto.graph)
     _check(proto)
     proto = _upgrade(proto)
     return _Importer(proto, dict(input_shapes or {}), dict(constant_inputs or {})).run()
@@ -115,6 +116,28 @@ def _upgrade(model: ModelProto) -> ModelProto:
         return converted
     except Exception:  # noqa: BLE001 - the converter raises many kinds; report the opset
         return model
+
+
+def _check_text(graph: GraphProto, where: str = "the graph") -> None:
+    """Every name is text: protobuf hands back bytes for a string field that is not valid
+    UTF-8 (a damaged file), which no later step expects."""
+    def bad(value: Any) -> bool:
+        return isinstance(value, bytes)
+
+    for kind, values in (("input", graph.input), ("output", graph.output),
+                         ("value_info", graph.value_info), ("initializer", graph.initializer)):
+        for index, item in enumerate(values):
+            if bad(item.name):
+                raise ModelError(f"{where}: the name of {kind} {index} is not valid UTF-8")
+    for index, node in enumerate(graph.node):
+        fields = [node.name, node.op_type, node.domain, *node.input, *node.output,
+                  *(a.name for a in node.attribute)]
+        if any(bad(f) for f in fields):
+            raise ModelError(f"{where}: node {index} ({node.op_type!r}) has a name, op type, "
+                             "input, output or attribute name that is not valid UTF-8")
+        for attr in node.attribute:
+            if attr.type == AttributeProto.GRAPH:
+                _check_text(attr.g, f"{where}, node {index} attribute '{attr.name}'")
 
 
 def _check(model: ModelProto) -> None:

@@ -184,6 +184,16 @@ def median_seconds(run: Callable[[], Any], repeat: int = 10, warmup: int = 1) ->
 def _check_elf(path: Path) -> None:
     """Reject what is not an ELF shared object, or is cut short, before dlopen maps it (a
     segment past the end of the file would fault on first touch)."""
+    try:
+        _check_elf_headers(path)
+    except EmberError:
+        raise
+    except (struct.error, OSError, ValueError, OverflowError) as error:
+        raise CorruptFileError(f"'{path}' is damaged: its ELF headers are cut short or point "
+                               f"outside the file ({error})") from None
+
+
+def _check_elf_headers(path: Path) -> None:
     size = path.stat().st_size
     with path.open("rb") as file:
         head = file.read(64)

@@ -151,3 +151,23 @@ def test_metadata_json_parses(exported) -> None:
     meta = json.loads(data[start:data.index(b"\0", start)])
     sizes = library.plan_sizes(meta["plan"], data.index(b"\0", start) - start)
     assert sizes[3:5] == [1, 1] and sizes[5:] == [4 * 16 * 4, 4 * 4]
+
+
+@pytest.mark.parametrize("size", [20, 57, 63, 200])
+def test_cut_headers_are_refused(exported, tmp_path, size: int) -> None:
+    _, data = exported
+    cut = tmp_path / f"cut{size}.so"
+    cut.write_bytes(data[:size])
+    with pytest.raises((CorruptFileError, library.ArgumentError),
+                       match="not an ember library|damaged|truncated"):
+        library.load_library(cut)
+
+
+def test_header_offsets_past_the_file_are_refused(exported, tmp_path) -> None:
+    _, data = exported
+    raw = bytearray(data)
+    raw[32:40] = (1 << 62).to_bytes(8, "little")  # e_phoff far past the end
+    bad = tmp_path / "phoff.so"
+    bad.write_bytes(bytes(raw))
+    with pytest.raises(CorruptFileError, match="damaged: its ELF headers"):
+        library.load_library(bad)
