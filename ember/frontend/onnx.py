@@ -174,6 +174,9 @@ def _check_declared(vi: onnx.ValueInfoProto, value: Value, kind: str = "graph ou
     if vi.type.WhichOneof("value") != "tensor_type":
         return
     tensor = vi.type.tensor_type
+    if not tensor.elem_type and kind == "graph output":
+        raise ModelError(f"graph output '{vi.name}' has element type 0 (UNDEFINED); declare "
+                         f"its type ({value.type.dtype} here)")
     if tensor.elem_type:
         try:
             declared = onnx_dtype(tensor.elem_type, f"{kind} '{vi.name}'")

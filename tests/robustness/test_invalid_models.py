@@ -103,3 +103,18 @@ def test_declared_value_info_type_must_match() -> None:
     with pytest.raises(ModelError, match="value_info 'a' is declared int32 but the graph "
                                          "computes float32"):
         _compile(m)
+
+
+def test_output_without_element_type() -> None:
+    m = model([h.make_node("Relu", ["x"], ["y"])], [vi("x", T.FLOAT, [2])],
+              [vi("y", T.UNDEFINED, [2])])
+    with pytest.raises(ModelError, match="graph output 'y' has element type 0 \\(UNDEFINED\\)"):
+        _compile(m)
+
+
+def test_names_that_are_not_text() -> None:
+    m = model([h.make_node("Relu", ["x"], ["y"], name="r")], [vi("x", T.FLOAT, [2])],
+              [vi("y", T.FLOAT, [2])])
+    data = m.SerializeToString().replace(b"\x1a\x01r", b"\x1a\x01\xff")  # node name "r"
+    with pytest.raises(ModelError, match="node 0 \\('Relu'\\) has a name.*not valid UTF-8"):
+        _compile(onnx.load_from_string(data))
