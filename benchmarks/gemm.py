@@ -24,9 +24,10 @@ def measure(M: int, N: int, K: int, repeat: int) -> dict[str, object]:
 
     import ember
     from ember.ops.matmul import matmul, schedule_matmul_x86
+    from ember.runtime.threadpool import num_threads
 
     A, B, Bp, C = matmul(M, N, K)
-    s = schedule_matmul_x86(C, Bp)
+    s = schedule_matmul_x86(C, Bp, f"llvm -num-cores={num_threads()}")
     start = time.perf_counter()
     f = ember.build(s, [A, B, C], name=f"gemm_{M}_{N}_{K}")
     compile_s = time.perf_counter() - start

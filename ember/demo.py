@@ -32,7 +32,8 @@ def run_gemm_demo(size: int = 1024, threads: int | None = None, target: str = "l
     from ember.ops.matmul import matmul, schedule_matmul_x86
 
     A, B, Bp, C = matmul(size, size, size)
-    s = schedule_matmul_x86(C, Bp)
+    tgt = f"{target} -num-cores={threads}" if threads else target
+    s = schedule_matmul_x86(C, Bp, tgt)
     start = time.perf_counter()
     f = ember.build(s, [A, B, C], target=target, name="gemm")
     compile_s = time.perf_counter() - start

@@ -20,7 +20,7 @@ from ember.errors import ArgumentError, EmberError
 from ember.graph.ir import Graph, without_constant_values
 from ember.lowering import export
 from ember.lowering.cache import KernelCache
-from ember.lowering.compile import Prepared, prepare
+from ember.lowering.compile import KnobsArg, Prepared, prepare
 from ember.lowering.link import link
 from ember.lowering.prepack import run_pack_jobs
 from ember.runtime import threadpool
@@ -56,8 +56,9 @@ def import_model(model: Any, input_shapes: Mapping[str, Sequence[int]] | None = 
             raise ArgumentError(f"cannot read '{path}' as an ONNX model: {error}") from None
     if type(model).__name__ == "ModelProto":
         from ember.frontend.onnx import from_onnx
+        from ember.lowering.evaluate import evaluate_node
 
-        return from_onnx(model, input_shapes=input_shapes)
+        return from_onnx(model, input_shapes=input_shapes, evaluate=evaluate_node)
     raise ArgumentError(f"compile: expected a path, an onnx.ModelProto or an ember Graph, got "
                         f"{type(model).__name__}")
 
@@ -81,12 +82,12 @@ def _prepack_default(prepack: bool | None) -> bool:
 
 def _prepare(model: Any, target: Target, opt_level: int,
              input_shapes: Mapping[str, Sequence[int]] | None, cache: CacheArg,
-             jobs: int | None, progress: bool | None, prepack: bool, pic: bool = False
-             ) -> Prepared:
+             jobs: int | None, progress: bool | None, prepack: bool, pic: bool = False,
+             knobs: KnobsArg = None) -> Prepared:
     start = time.perf_counter()
     graph = import_model(model, input_shapes)
     seconds = time.perf_counter() - start
-    built = prepare(graph, target, opt_level, cache, jobs, progress, prepack, pic)
+    built = prepare(graph, target, opt_level, cache, jobs, progress, prepack, pic, knobs)
     built.timings["import"] = seconds
     return built
 
@@ -94,7 +95,7 @@ def _prepare(model: Any, target: Target, opt_level: int,
 def compile(model: Any, target: str | Target = "llvm", opt_level: int = 3,
             input_shapes: Mapping[str, Sequence[int]] | None = None,
             cache: CacheArg = True, jobs: int | None = None, progress: bool | None = None,
-            prepack: bool | None = None) -> CompiledModel:
+            prepack: bool | None = None, knobs: KnobsArg = None) -> CompiledModel:
     """Compile a model (path, onnx.ModelProto or ember Graph) into a runnable CompiledModel.
 
         model = ember.compile("mobilenet.onnx")
@@ -116,16 +117,21 @@ def compile(model: Any, target: str | Target = "llvm", opt_level: int = 3,
     prepack: compute the weight-only stages of the kernels (packed panels, transposed
         weights) once here instead of on every run (default: on unless EMBER_PREPACK=0).
 
+    knobs: the schedules' choices: a mapping from fused group name to Knobs, or a
+        function (group, task) -> Knobs | None (None: the default); the knobs each group
+        ran with are in `model.stats["knobs"]`.
+
     Bad input raises an EmberError subclass naming what was wrong and where.
     """
     tgt = resolve_target(target)
     if tgt.kind in ("cuda", "rocm", "opencl", "metal"):
         from ember.driver_gpu import compile_gpu
 
-        return compile_gpu(model, tgt, opt_level, input_shapes)  # type: ignore[return-value]
+        return compile_gpu(model, tgt, opt_level, input_shapes,  # type: ignore[return-value]
+                           knobs=knobs, cache=cache)
     start = time.perf_counter()
     built = _prepare(model, tgt, opt_level, input_shapes, cache, jobs, progress,
-                     _prepack_default(prepack))
+                     _prepack_default(prepack), knobs=knobs)
     timings = built.timings
     linked = link(built.plan, built.objects, tgt)
     timings["link"] = time.perf_counter() - start - sum(timings.values())

@@ -12,95 +12,123 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ember.lowering.build import lower_gpu
-from ember.codegen.gpu import gpu_code, max_threads
-from ember.codegen.gpu_kernels import DeviceProgram, Kernel, split_kernels
 from ember.errors import EmberError
 from ember.graph.ir import without_constant_values
-from ember.runtime.device_module import Launch
-from ember.runtime.gpu_executor import DeviceModel
+from ember.lowering.cache import KernelCache
+from ember.lowering.gpu_program import GroupCode, device_code, group_code, llvm_code
+from ember.lowering.gpu_program import model_source as gpu_model_source
 from ember.lowering.groups import FusedGroup, fused_groups, optimize, plan_memory
 from ember.lowering.prepack import pack_constants, prepacked_calls
+from ember.runtime.gpu_executor import DeviceModel
 from ember.target import Target
-from ember.tir.function import Buffer
 
+# cache= of compile: True (the default directory), False, a directory or a KernelCache
+CacheArg = bool | str | KernelCache
+
+RUNNABLE = ("opencl", "cuda")  # kinds with a device runtime here
 # the blocked (NCHWc) layout of level 3 is sized for CPU vector registers
 GPU_GRAPH_LEVEL = 2
 
 
-def group_program(group: FusedGroup, target: Target) -> tuple[DeviceProgram, list[Launch],
-                                                              list[int]]:
-    """The kernels of one group, its launches (buffer indices: the group's arguments, then
-    its temporaries) and its temporaries' byte sizes."""
-    from ember.lowering.build import _nbytes
-    from ember.lowering.kernel import lower_group_kernels
-
-    try:
-        kernels = lower_group_kernels(group.nodes, group.inputs, group.outputs, group.symbol,
-                                      target)
-        func = lower_gpu(kernels.main)
-        program = split_kernels(func, max_threads(target))
-    except EmberError as error:
-        raise type(error)(f"fused group '{group.name}' ({group.describe()}): {error}") from None
-    buffers = [p for p in func.params if isinstance(p, Buffer)] + list(program.temporaries)
-    position = {b.data: i for i, b in enumerate(buffers)}
-    launches = [Launch(k.name, tuple(position[b.data] for b in k.buffers), (), k.grid,
-                       k.block) for k in program.kernels]
-    return program, launches, [_nbytes(b) for b in program.temporaries]
-
-
-def compile_gpu(model: Any, target: Target, opt_level: int = 3,
-                input_shapes: Mapping[str, Sequence[int]] | None = None,
-                device: Any = None) -> DeviceModel:
-    """A model compiled for a GPU target and loaded on `device` (default: the first one)."""
+def _groups(model: Any, target: Target, opt_level: int,
+            input_shapes: Mapping[str, Sequence[int]] | None, knobs: Any) -> tuple[Any, Any,
+                                                                                list[FusedGroup]]:
+    """(fused graph, memory plan, groups with their knobs) of a model for a GPU target."""
     from ember.driver import import_model
-    from ember.lowering.plan import exec_plan
-    from ember.runtime.devices import default_device
+    from ember.lowering.compile import choose_knobs
 
-    timings: dict[str, float] = {}
-    start = time.perf_counter()
     graph = import_model(model, input_shapes)
     fused = optimize(graph, min(opt_level, GPU_GRAPH_LEVEL), target)
     memory = plan_memory(fused)
     assembled = getattr(memory, "assembled", set())
     groups = [g for g in fused_groups(fused, prepack=False)
               if not (g.outer_outputs and all(v in assembled for v in g.outer_outputs))]
-    timings["optimize"] = time.perf_counter() - start
-    kernels: list[Kernel] = []
-    launches: dict[str, list[Launch]] = {}
-    temporaries: dict[str, list[int]] = {}
+    return fused, memory, choose_knobs(groups, target, knobs)
+
+
+def _codes(groups: Sequence[FusedGroup], target: Target, cache: KernelCache | None
+           ) -> dict[str, GroupCode]:
+    codes: dict[str, GroupCode] = {}
     for g in groups:
-        if g.symbol in launches:
-            continue
-        program, launches[g.symbol], temporaries[g.symbol] = group_program(g, target)
-        kernels += program.kernels
-    timings["kernels"] = time.perf_counter() - start - sum(timings.values())
-    whole = DeviceProgram(graph.name or "model", (), (), tuple(kernels))
-    _, code = gpu_code_of(whole, target)
+        if g.symbol not in codes:
+            codes[g.symbol] = group_code(g, target, cache)
+    return codes
+
+
+def uses_llvm(target: Target) -> bool:
+    """Whether a cuda target's PTX comes from LLVM (-codegen=llvm, or no nvcc here)."""
+    from ember.codegen.nvptx import find_nvcc
+
+    if target.kind != "cuda":
+        return False
+    return target.option("codegen", "") == "llvm" or find_nvcc() is None
+
+
+def model_llvm_code(model: Any, target: str | Target, opt_level: int = 3,
+                    input_shapes: Mapping[str, Sequence[int]] | None = None,
+                    knobs: Any = None) -> bytes | str:
+    """A whole model's kernels through LLVM: PTX text (cuda) or an amdgcn ELF object
+    (rocm), without a device."""
+    tgt = Target(target) if isinstance(target, str) else target
+    _, _, groups = _groups(model, tgt, opt_level, input_shapes, knobs)
+    return llvm_code(groups, tgt)[0]
+
+
+def model_source(model: Any, target: str | Target, opt_level: int = 3,
+                 input_shapes: Mapping[str, Sequence[int]] | None = None,
+                 knobs: Any = None, cache: CacheArg = False) -> str:
+    """The GPU source of a whole model for any GPU kind (CUDA C, OpenCL C, Metal), without
+    a device: `print(model_source("mobilenet.onnx", "metal"))`."""
+    from ember.lowering.compile import _kernel_cache
+
+    tgt = Target(target) if isinstance(target, str) else target
+    _, _, groups = _groups(model, tgt, opt_level, input_shapes, knobs)
+    codes = _codes(groups, tgt, _kernel_cache(cache))
+    return gpu_model_source(list(codes.values()), tgt)
+
+
+def compile_gpu(model: Any, target: Target, opt_level: int = 3,
+                input_shapes: Mapping[str, Sequence[int]] | None = None,
+                device: Any = None, knobs: Any = None, cache: CacheArg = True) -> DeviceModel:
+    """A model compiled for a GPU target and loaded on `device` (default: the first one);
+    `knobs` as for `ember.compile` (the GPU schedules' families); `cache` as for
+    `ember.compile` (each group's kernels, and CUDA's PTX, are cached on disk)."""
+    from ember.lowering.compile import _kernel_cache, knobs_table
+    from ember.lowering.plan import exec_plan
+    from ember.runtime.devices import default_device
+
+    if target.kind not in RUNNABLE:
+        raise EmberError(f"ember.compile for target kind '{target.kind}' generates code only; "
+                         "use ember.driver_gpu.model_source to see it (OpenCL and CUDA run)")
+    timings: dict[str, float] = {}
+    start = time.perf_counter()
+    fused, memory, groups = _groups(model, target, opt_level, input_shapes, knobs)
+    timings["optimize"] = time.perf_counter() - start
+    kernel_cache = _kernel_cache(cache)
+    hits = kernel_cache.hits if kernel_cache is not None else 0
+    if uses_llvm(target):  # PTX from LLVM's NVPTX backend, not nvcc
+        code, launches, temporaries = llvm_code(groups, target)
+        timings["kernels"] = time.perf_counter() - start - sum(timings.values())
+    else:
+        codes = _codes(groups, target, kernel_cache)
+        timings["kernels"] = time.perf_counter() - start - sum(timings.values())
+        code = device_code(gpu_model_source(list(codes.values()), target), target,
+                           kernel_cache)
+        launches = {symbol: c.launches for symbol, c in codes.items()}
+        temporaries = {symbol: c.temporaries for symbol, c in codes.items()}
+    timings["codegen"] = time.perf_counter() - start - sum(timings.values())
     calls, _ = prepacked_calls(groups)
     offsets, blob = pack_constants(fused, calls, [])
     xplan = exec_plan(fused, calls, memory, offsets, blob.size)
     device = device if device is not None else default_device(target.kind)
-    stats = {"groups": len(groups), "kernels": len(kernels), "seconds": timings}
-    compiled = DeviceModel(xplan, device, code, launches, temporaries, blob, str(target),
+    stats = {"groups": len(groups), "kernels": sum(len(v) for v in launches.values()),
+             "cached": (kernel_cache.hits - hits) if kernel_cache is not None else 0,
+             "seconds": timings, "knobs": knobs_table(groups)}
+    compiled = DeviceModel(xplan, device, code, {k: list(v) for k, v in launches.items()},
+                           {k: list(v) for k, v in temporaries.items()}, blob, str(target),
                            graph=without_constant_values(fused), stats=stats)
     timings["load"] = time.perf_counter() - start - sum(timings.values())
     return compiled
 
 
-def gpu_code_of(program: DeviceProgram, target: Target) -> tuple[DeviceProgram, str]:
-    """Source text of an already split program (see ember.codegen.gpu.gpu_code)."""
-    if target.kind == "opencl":
-        from ember.codegen.opencl import codegen_opencl
-
-        return program, codegen_opencl(program)
-    if target.kind == "cuda":
-        from ember.codegen.cuda import codegen_cuda
-        from ember.codegen.nvptx import cuda_to_ptx
-
-        return program, cuda_to_ptx(codegen_cuda(program), target)
-    raise EmberError(f"ember.compile for target kind '{target.kind}' generates code only; "
-                     "use ember.driver_gpu.model_source to see it (OpenCL and CUDA run)")
-
-
-__all__ = ["compile_gpu", "group_program", "gpu_code"]
+__all__ = ["compile_gpu", "model_llvm_code", "model_source", "uses_llvm"]

@@ -21,6 +21,7 @@ from onnx.backend.base import Backend, BackendRep, Device, DeviceType
 from ember.errors import ArgumentError, UnsupportedOpError
 from ember.frontend.onnx import UnsupportedModelError, from_onnx, load_model
 from ember.graph.ir import Graph, Value
+from ember.lowering.evaluate import evaluate_node
 
 MAX_SPECIALIZE_ROUNDS = 4
 
@@ -80,7 +81,8 @@ class EmberRep(BackendRep):
 
     def _prepare_static(self) -> None:
         try:
-            self._programs[self._key({})] = _Program(from_onnx(self.model), self.target)
+            self._programs[self._key({})] = _Program(from_onnx(self.model, evaluate=evaluate_node),
+                                                      self.target)
         except UnsupportedModelError as err:
             if not _only_dynamic(err):
                 raise
@@ -133,7 +135,7 @@ class EmberRep(BackendRep):
             bound = {n: feeds[n] for n in self.bound}
             try:
                 graph = from_onnx(self.model, {n: s for n, s in shapes.items() if n not in bound},
-                                  bound)
+                                  bound, evaluate=evaluate_node)
                 return _Program(graph, self.target)
             except UnsupportedModelError as err:
                 if not _only_dynamic(err) or err.dynamic_inputs <= self.bound:

@@ -18,7 +18,7 @@ _COMMON_OPTIONS = ("num-cores", "fast-math", "opt-level")
 _KIND_OPTIONS: dict[str, tuple[str, ...]] = {
     "llvm": ("mabi", "mfloat-abi"),
     "c": ("mabi",),
-    "cuda": ("arch", "max-threads-per-block", "max-shared-memory-per-block"),
+    "cuda": ("arch", "ptx", "codegen", "max-threads-per-block", "max-shared-memory-per-block"),
     "rocm": ("max-threads-per-block", "max-shared-memory-per-block"),
     "opencl": ("device", "max-threads-per-block"),
     "metal": ("max-threads-per-block",),

@@ -38,3 +38,21 @@ def gpu_code(func: PrimFunc, target: Target) -> tuple[DeviceProgram, str]:
         return program, codegen_metal(program)
     raise TargetError(f"target kind '{target.kind}' is not a GPU; expected one of "
                       f"{', '.join(GPU_KINDS)}")
+
+
+def gpu_dialect(target: Target):  # -> ember.codegen.gpu_source.Dialect
+    """The source dialect of a GPU target kind (CUDA C for cuda, OpenCL C, Metal)."""
+    if target.kind == "opencl":
+        from ember.codegen.opencl import OPENCL
+
+        return OPENCL
+    if target.kind == "cuda":
+        from ember.codegen.cuda import CUDA
+
+        return CUDA
+    if target.kind == "metal":
+        from ember.codegen.metal import METAL
+
+        return METAL
+    raise TargetError(f"target kind '{target.kind}' has no GPU source dialect; expected one of "
+                      "cuda, opencl, metal")

@@ -10,6 +10,7 @@ than the launch); shared buffers are declared once at the top of the kernel.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
 from typing import Callable
 
 from ember.codegen.c_expr import ExprPrinter, always_true
@@ -135,7 +136,11 @@ class KernelPrinter:
         shared: list[Buffer] = []
         post_order_visit(body, lambda n: shared.append(n.buffer)
                          if isinstance(n, S.Allocate) and n.buffer.scope == "shared" else None)
+        seen: set[int] = set()
         for buf in shared:
+            if id(buf.data) in seen:  # loop partitioning copies an Allocate, not its buffer
+                continue
+            seen.add(id(buf.data))
             count = self._count(buf)
             name = self.scopes.fresh(buf.name)
             self.emit(f"{self.dialect.shared_space} {storage_ctype(buf.dtype)} {name}[{count}];")
@@ -282,8 +287,9 @@ class KernelPrinter:
         self.stmt(s.body)
 
 
-def codegen_source(program: DeviceProgram, dialect: Dialect) -> str:
-    """The source text of every kernel of `program`, with the helpers they need."""
+def print_kernels(program: DeviceProgram, dialect: Dialect) -> tuple[list[str], set[str]]:
+    """The source text of each kernel of `program` and the helper functions they call (the
+    pieces `assemble` joins; a kernel cache keeps them per fused group)."""
     bodies = []
     helpers: set[str] = set()
     for kernel in program.kernels:
@@ -293,7 +299,19 @@ def codegen_source(program: DeviceProgram, dialect: Dialect) -> str:
     if any(h.startswith(("ember_f16", "ember_f32_to_f16", "ember_alloc")) for h in helpers):
         raise CodegenError(f"program '{program.name}' needs float16 or heap helpers, which the "
                            f"{dialect.name} back end does not provide")
+    return bodies, helpers
+
+
+def assemble(bodies: Sequence[str], helpers: Iterable[str], dialect: Dialect) -> str:
+    """One source file: the dialect's prelude, each helper once, then the kernels."""
     parts = [dialect.prelude]
+    helpers = set(helpers)
     if helpers:
         parts.append(helper_source(helpers).replace("static inline", dialect.helper_prefix))
-    return "\n\n".join(parts + bodies) + "\n"
+    return "\n\n".join(parts + list(bodies)) + "\n"
+
+
+def codegen_source(program: DeviceProgram, dialect: Dialect) -> str:
+    """The source text of every kernel of `program`, with the helpers they need."""
+    bodies, helpers = print_kernels(program, dialect)
+    return assemble(bodies, helpers, dialect)

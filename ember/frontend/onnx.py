@@ -1,13 +1,15 @@
-"""ONNX import: an onnx.ModelProto becomes an ember Graph, with what is constant folded away.
+"""ONNX import: an onnx.ModelProto becomes an ember Graph; shape subgraphs are resolved.
 
     graph = from_onnx("resnet18.onnx", input_shapes={"input": (1, 3, 224, 224)})
 
-Nodes are imported in order. A node whose inputs are all constants is evaluated at import
-time with onnx's reference implementation, and Shape/Size read the static types, so shape
-subgraphs (Shape -> Gather -> Concat -> Reshape) disappear. Ops in ember's table convert
-generically (attributes by ONNX name; `attr_inputs` must be constants); special cases live in
+Nodes are imported in order, each as ember graph nodes, constant inputs or not. Ops in
+ember's table convert generically (attributes by ONNX name); special cases live in
 CONVERTERS; an op ember lacks but ONNX defines as a function is expanded into its body.
-Unsupported ops are collected and reported together in one UnsupportedOpError.
+An input ember needs as an attribute (`attr_inputs`: a Reshape's shape, a Slice's starts,
+...) must not depend on graph inputs: Shape/Size read the static types, and the nodes that
+compute it from constants (Shape -> Gather -> Concat -> Reshape) are run by ember's own
+kernels (the `evaluate` function), so such subgraphs leave only dead nodes behind, which
+are dropped. Unsupported ops are collected and reported together in one UnsupportedOpError.
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ from typing import Any, Callable, Mapping, MutableMapping, Sequence
 import numpy as np
 
 from ember.errors import ArgumentError, ModelError, ShapeError, UnsupportedOpError
-from ember.graph.ir import Graph, GraphBuilder, Value, tensor_type
+from ember.graph.ir import Graph, GraphBuilder, Node, Value, constant, tensor_type
+from ember.graph.passes.dead_code import eliminate_dead_code
+from ember.graph.passes.rewrite import NONDETERMINISTIC
 from ember.types import check_shape
 from ember.ops.registry import OpDef, all_ops
 
@@ -31,15 +35,20 @@ try:
 except ImportError as _err:  # pragma: no cover - onnx is an optional dependency
     raise ImportError("importing ONNX models needs the onnx package: pip install onnx") from _err
 
-from ember.frontend.onnx_fold import (as_attr, attribute_value, elem_type, evaluate,
-                                      onnx_dtype, schema_defaults, schema_function,
-                                      schema_input_types, supported_array, tensor_array,
-                                      type_string)
+from ember.frontend.onnx_fold import (as_attr, attribute_value, elem_type, onnx_dtype,
+                                      schema_defaults, schema_function, schema_input_types,
+                                      supported_array, tensor_array, type_string)
 
 MIN_OPSET = 11
 MAX_FUNCTION_DEPTH = 16
 
-__all__ = ["from_onnx", "load_model", "UnsupportedModelError", "CONVERTERS", "MIN_OPSET"]
+__all__ = ["from_onnx", "load_model", "UnsupportedModelError", "CONVERTERS", "MIN_OPSET",
+           "Evaluator"]
+
+# runs one node whose inputs are all constants; returns one array per output (the frontend
+# does not compile kernels itself: ember.compile and the Backend pass
+# ember.lowering.evaluate.evaluate_node, which runs ember's own kernels)
+Evaluator = Callable[[Node], Sequence[np.ndarray]]
 
 
 class UnsupportedModelError(UnsupportedOpError):
@@ -82,12 +91,16 @@ def load_model(model: ModelProto | str | bytes | os.PathLike[str]) -> ModelProto
 
 def from_onnx(model: ModelProto | str | bytes | os.PathLike[str],
               input_shapes: Mapping[str, Sequence[int]] | None = None,
-              constant_inputs: Mapping[str, np.ndarray] | None = None) -> Graph:
+              constant_inputs: Mapping[str, np.ndarray] | None = None,
+              evaluate: Evaluator | None = None) -> Graph:
     """Import an ONNX model as an ember Graph.
 
     input_shapes: static shapes for graph inputs whose dims are symbolic ("batch") or unknown.
     constant_inputs: graph inputs whose values are fixed; they become constants (and leave
     the graph's inputs), so nodes reading them fold or see them as attributes.
+    evaluate: runs one node on constant inputs, for inputs that must be known at import and
+    are computed from constants (ember.lowering.evaluate.evaluate_node; ember.compile passes
+    it). Without it such an input is an error naming the missing evaluator.
 
         graph = from_onnx(model_proto, input_shapes={"x": (1, 3, 32, 32)})
     """
@@ -95,7 +108,8 @@ def from_onnx(model: ModelProto | str | bytes | os.PathLike[str],
     _check_text(proto.graph)
     _check(proto)
     proto = _upgrade(proto)
-    return _Importer(proto, dict(input_shapes or {}), dict(constant_inputs or {})).run()
+    return _Importer(proto, dict(input_shapes or {}), dict(constant_inputs or {}),
+                     evaluate).run()
 
 
 def _upgrade(model: ModelProto) -> ModelProto:
@@ -253,16 +267,22 @@ class _Importer:
     """The state of one import: the builder, names in scope, problems found so far."""
 
     def __init__(self, model: ModelProto, input_shapes: dict[str, Sequence[int]],
-                 constant_inputs: dict[str, np.ndarray]) -> None:
+                 constant_inputs: dict[str, np.ndarray], evaluate: Evaluator | None) -> None:
         self.model = model
         self.input_shapes = input_shapes
         self.constant_inputs = constant_inputs
+        self.evaluate = evaluate
         self.builder = GraphBuilder(model.graph.name or "onnx_model")
         self.functions = {(f.domain, f.name): f for f in model.functions}
         self.problems: list[str] = []
         self.dynamic: set[str] = set()
         self.deps: dict[Value, frozenset[str]] = {}
         self.depth = 0
+        # what constant_value learned: values computed from constants, values that vary
+        self.known: dict[Value, np.ndarray] = {}
+        self.varying: set[Value] = set()
+        self.producer: dict[Value, Node] = {}
+        self._indexed = 0                       # builder.nodes already in `producer`
 
     # graph level ------------------------------------------------------------------------
     def run(self) -> Graph:
@@ -290,7 +310,8 @@ class _Importer:
                     _check_declared(vi, value, "value_info")
         if self.problems:
             raise UnsupportedModelError(self.problems, frozenset(self.dynamic))
-        return self.builder.finish([v for v in outputs if v is not None])
+        # nodes that only computed attributes (shape subgraphs) are dead now
+        return eliminate_dead_code(self.builder.finish([v for v in outputs if v is not None]))
 
     def _opsets(self) -> dict[str, int]:
         opsets = {("" if o.domain == "ai.onnx" else o.domain): int(o.version)
@@ -453,13 +474,7 @@ class _Importer:
         return self._default(ctx)
 
     def _default(self, ctx: NodeContext) -> Sequence[Value | None]:
-        """Fold, convert through the op table, or expand ONNX's function body, in that order."""
-        present = [v for v in ctx.values if v is not None]
-        if all(v.is_constant for v in present):
-            arrays = [None if v is None else v.data for v in ctx.values]
-            folded = evaluate(ctx.node, ctx.opsets, arrays)
-            if folded is not None:
-                return [self._constant(f"{ctx.label}:{i}", a) for i, a in enumerate(folded)]
+        """Convert through the op table, or expand ONNX's function body, in that order."""
         table = all_ops()
         if ctx.op in table:
             return self._generic(ctx, table[ctx.op])
@@ -480,7 +495,7 @@ class _Importer:
             if formal not in opdef.attr_inputs:
                 inputs.append(value)
             elif value is not None:
-                attrs[formal] = as_attr(self._need_constant(ctx, formal, value).data)
+                attrs[formal] = as_attr(self._need_constant(ctx, formal, value))
         data_inputs = [n for n in opdef.inputs if n not in opdef.attr_inputs]
         inputs.extend([None] * (len(data_inputs) - len(inputs)))
         if "num_outputs" in opdef.attrs and attrs.get("num_outputs") is None \
@@ -492,16 +507,78 @@ class _Importer:
             attrs["num_outputs"] = len(ctx.node.output)
         return self.add(ctx, ctx.op, inputs, attrs)
 
-    def _need_constant(self, ctx: NodeContext, formal: str, value: Value) -> Value:
-        if value.is_constant:
-            return value
+    def _need_constant(self, ctx: NodeContext, formal: str, value: Value) -> np.ndarray:
+        array = self.constant_value(value)
+        if array is not None:
+            return array
         sources = self.deps.get(value, frozenset())
+        if not sources and self.evaluate is None and self._from_constants(value):
+            raise UnsupportedOpError(f"input '{formal}' must be a constant (it decides shapes or "
+                                     "layout); it is computed from constants, but from_onnx "
+                                     "was given no evaluator to compute it (pass evaluate="
+                                     "ember.lowering.evaluate.evaluate_node, as ember.compile "
+                                     "does)")
         self.dynamic.update(sources)
         origin = (f"it is computed at run time from graph input(s) {sorted(sources)}"
                   if sources else "it is computed at run time")
         raise UnsupportedOpError(f"input '{formal}' must be a constant (it decides shapes or "
                                  f"layout), but {origin}; make it an initializer or pass "
                                  "constant_inputs")
+
+    def constant_value(self, value: Value) -> np.ndarray | None:
+        """The array `value` holds if it does not vary at run time, else None.
+
+        A constant's data; for a node output, what `evaluate` (ember's kernels) computes for
+        the nodes producing it from constants, each node once. Values reached from graph
+        inputs or random ops vary."""
+        if value.is_constant:
+            return value.data
+        for node in self.builder.nodes[self._indexed:]:
+            self.producer.update((v, node) for v in node.outputs)
+        self._indexed = len(self.builder.nodes)
+
+        def settled(v: Value) -> bool:
+            return v.is_constant or v in self.known or v in self.varying
+
+        stack = [value]
+        while stack:
+            v = stack[-1]
+            node = self.producer.get(v)
+            if settled(v):
+                stack.pop()
+            elif node is None or node.op in NONDETERMINISTIC or self.deps.get(v):
+                self.varying.add(v)
+                stack.pop()
+            elif pending := [u for u in node.inputs if u is not None and not settled(u)]:
+                stack.extend(pending)
+            elif any(u in self.varying for u in node.inputs if u is not None):
+                self.varying.update(node.outputs)
+                stack.pop()
+            else:
+                self._evaluate(node)
+                stack.pop()
+        return self.known.get(value)
+
+    def _from_constants(self, value: Value) -> bool:
+        """Whether `value` is a node output that constant_value could not compute only for
+        want of an evaluator."""
+        return value in self.producer and value in self.varying and not self.deps.get(value) \
+            and self.producer[value].op not in NONDETERMINISTIC
+
+    def _evaluate(self, node: Node) -> None:
+        """Run `node` (whose inputs are all settled constants) with `evaluate`."""
+        if self.evaluate is None:
+            self.varying.update(node.outputs)
+            return
+        inputs = tuple(None if u is None else u if u.is_constant else
+                       constant(u.name, self.known[u]) for u in node.inputs)
+        arrays = self.evaluate(Node(node.op, node.name, inputs, node.outputs, node.attrs))
+        for out, array in zip(node.outputs, arrays):
+            array = np.asarray(array, out.type.dtype.numpy)
+            if array.shape != out.type.shape:
+                raise ShapeError(f"node '{node.name}' ({node.op}): evaluating it on constants "
+                                 f"gave shape {array.shape}, its type says {out.type.shape}")
+            self.known[out] = array
 
     def add(self, ctx: NodeContext, op: str, inputs: Sequence[Value | None],
             attrs: Mapping[str, Any]) -> tuple[Value, ...]:
@@ -626,10 +703,11 @@ def convert_dropout(imp: _Importer, ctx: NodeContext) -> list[Value | None]:
     """Inference-mode Dropout is the identity; its mask is all true."""
     training = ctx.values[2] if len(ctx.values) > 2 else None
     if training is not None:
-        if not training.is_constant:
+        mode = imp.constant_value(training)
+        if mode is None:
             raise UnsupportedOpError("training_mode computed at run time is not supported "
                                      "(inference only)")
-        if bool(np.asarray(training.data).reshape(-1)[0]):
+        if bool(np.asarray(mode).reshape(-1)[0]):
             raise UnsupportedOpError("training mode (training_mode=1) is not supported; "
                                      "export the model in inference mode")
     x = ctx.values[0]
@@ -705,8 +783,9 @@ def convert_if(imp: _Importer, ctx: NodeContext) -> list[Value | None]:
     cond = ctx.values[0]
     assert cond is not None
     then_graph, else_graph = ctx.attrs["then_branch"], ctx.attrs["else_branch"]
-    if cond.is_constant:
-        taken = bool(np.asarray(cond.data).reshape(-1)[0])
+    known = imp.constant_value(cond)
+    if known is not None:
+        taken = bool(np.asarray(known).reshape(-1)[0])
         return imp.inline_graph(ctx, then_graph if taken else else_graph, ctx.label + "/")
     if cond.type.size != 1:
         raise UnsupportedOpError(f"the condition has {cond.type.size} elements, expected 1")
@@ -730,6 +809,21 @@ def convert_if(imp: _Importer, ctx: NodeContext) -> list[Value | None]:
     return outputs
 
 
+def convert_range(imp: _Importer, ctx: NodeContext) -> list[Value | None] | None:
+    """Range's start/limit/delta become attributes (Python numbers): keep their type."""
+    start = ctx.values[0] if ctx.values else None
+    if start is not None:
+        ctx.attrs["dtype"] = str(start.type.dtype)
+    return None
+
+
+def convert_optional_has_element(imp: _Importer, ctx: NodeContext) -> list[Value | None]:
+    """Whether an optional holds an element is known from the graph: a tensor input does, an
+    absent input does not (optional-typed values are not supported)."""
+    present = bool(ctx.values) and ctx.values[0] is not None
+    return [imp.constant(ctx, np.array(present))]
+
+
 CONVERTERS: dict[str, Converter] = {
     "Constant": convert_constant,
     "Identity": convert_identity,
@@ -742,4 +836,6 @@ CONVERTERS: dict[str, Converter] = {
     "Hardmax": convert_softmax,
     "Size": convert_size,
     "If": convert_if,
+    "Range": convert_range,
+    "OptionalHasElement": convert_optional_has_element,
 }

@@ -1,11 +1,14 @@
-"""ONNX import helpers: dtypes and attributes as Python values, constant folding with onnx's
-reference implementation, and the function bodies ONNX defines for composite operators.
+"""ONNX import helpers: dtypes and attributes as Python values, and the function bodies ONNX
+defines for composite operators.
+
+Nothing here computes a tensor: values of constant subgraphs are computed by ember's own
+kernels (see `from_onnx`'s `evaluate`).
 """
 
 from __future__ import annotations
 
 import functools
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import onnx
@@ -14,11 +17,6 @@ from onnx import AttributeProto, FunctionProto, NodeProto, helper, numpy_helper
 from ember import dtype as dt
 from ember.dtype import DType
 from ember.errors import ModelError, UnsupportedOpError
-
-# ops whose value must not be frozen at import time although they have no varying inputs
-NEVER_FOLD = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike",
-                        "RandomUniformLike", "Bernoulli", "Multinomial"})
-
 
 # the ONNX TensorProto data types ember holds, by number
 _ONNX_TYPES = {1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32",
@@ -96,40 +94,6 @@ def as_attr(array: np.ndarray) -> Any:
 
 def _plain(value: Any) -> Any:
     return tuple(_plain(v) for v in value) if isinstance(value, list) else value
-
-
-def evaluate(node: NodeProto, opsets: Mapping[str, int],
-             arrays: Sequence[np.ndarray | None]) -> list[np.ndarray] | None:
-    """Run one node on constant inputs with onnx's reference implementation.
-
-    `arrays` follow node.input (None where the name is empty). Returns one array per
-    non-empty output name, or None when the reference cannot run the node or produces
-    something ember cannot hold (sequences, strings, ...)."""
-    from onnx.reference import ReferenceEvaluator
-
-    if node.op_type in NEVER_FOLD or any(a.type in (AttributeProto.GRAPH, AttributeProto.GRAPHS)
-                                         for a in node.attribute):
-        return None
-    feeds: dict[str, np.ndarray] = {}
-    for name, array in zip(node.input, arrays):
-        if name:
-            assert array is not None, name
-            feeds[name] = array
-    outputs = [o for o in node.output if o]
-    imports = [helper.make_opsetid(d, v) for d, v in opsets.items()]
-    func = helper.make_function("ember.fold", "Fold", list(feeds), outputs, [node], imports)
-    try:
-        results = ReferenceEvaluator(func).run(None, feeds, attributes={})
-    except Exception:  # noqa: BLE001 - the reference lacks the op or rejects the inputs
-        return None
-    arrays_out = []
-    for r in results:
-        if isinstance(r, np.generic):
-            r = np.asarray(r)
-        if not supported_array(r):
-            return None
-        arrays_out.append(r)
-    return arrays_out
 
 
 def schema_function(op: str, opset: int, node: NodeProto,

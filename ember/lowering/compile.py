@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, NamedTuple
@@ -20,16 +20,24 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ember.codegen.llvm_target import check_llvm_target
-from ember.errors import ArgumentError, EmberError
+from ember.errors import ArgumentError, EmberError, ScheduleError
 from ember.graph.ir import Graph, Value
 from ember.lowering.build import optimize as optimize_tir
 from ember.lowering.cache import KernelCache, cache_key
-from ember.lowering.groups import FusedGroup, fused_groups, optimize, plan_memory, without_weights
-from ember.lowering.kernel import lower_group_kernels
+from ember.lowering.groups import (
+    FusedGroup,
+    fused_groups,
+    optimize,
+    plan_memory,
+    with_knobs,
+    without_weights,
+)
+from ember.lowering.kernel import group_knobs, lower_group_kernels
 from ember.lowering.link import emit_kernel_object
 from ember.lowering.plan import exec_plan
 from ember.lowering.workers import worker_pool
 from ember.lowering.prepack import PackJob, pack_constants, prepacked_calls
+from ember.ops.knobs import Knobs, Task, resolve_knobs
 from ember.runtime.plan import ExecPlan
 from ember.target import Target
 from ember.tir.function import PrimFunc
@@ -41,7 +49,7 @@ def lower_kernels(group: FusedGroup, target: Target | str = "llvm") -> list[Prim
     """The optimized loop programs of one fused group: its kernel `group.symbol`, then (when
     it has weight stages to precompute) the pack kernel `group.symbol + "_pack"`."""
     kernels = lower_group_kernels(group.nodes, group.inputs, group.outputs, group.symbol,
-                                  target, group.constants)
+                                  target, group.constants, group.knobs)
     funcs = [kernels.main] + ([kernels.pack] if kernels.pack is not None else [])
     return [optimize_tir(f) for f in funcs]
 
@@ -167,6 +175,47 @@ def _worker_result(group: FusedGroup, future: Future[bytes]) -> bytes:
                          f"worker process failed: {type(error).__name__}: {error}") from None
 
 
+# knobs for `compile`: per fused group name, or a function of the group and its task that
+# returns knobs or None (the default)
+KnobsArg = Mapping[str, Knobs] | Callable[[FusedGroup, Task], Knobs | None] | None
+
+
+def choose_knobs(groups: Sequence[FusedGroup], target: Target, knobs: KnobsArg = None
+                 ) -> list[FusedGroup]:
+    """Every group with the knobs its schedule runs with: those `knobs` gives for it (checked:
+    family and values), else its anchor family's default for the group's task."""
+    if knobs is not None and not isinstance(knobs, Mapping) and not callable(knobs):
+        raise ArgumentError(f"knobs must map fused group names to Knobs or be a function "
+                            f"(group, task) -> Knobs | None, got {type(knobs).__name__}")
+    if isinstance(knobs, Mapping):
+        names = {g.name for g in groups}
+        unknown = sorted(set(knobs) - names)
+        if unknown:
+            raise ArgumentError(f"knobs name fused group(s) {unknown} that the model does not "
+                                f"have; its groups: {sorted(names)[:20]}")
+    out = []
+    for g in groups:
+        task, family = group_knobs(g.nodes, g.inputs, g.outputs, target)
+        given = knobs.get(g.name) if isinstance(knobs, Mapping) else \
+            knobs(g, task) if knobs is not None else None
+        where = f"fused group '{g.name}' ({task.op})"
+        if given is not None and not isinstance(given, Knobs):
+            raise ArgumentError(f"{where}: knobs must be a Knobs value, got "
+                                f"{type(given).__name__}")
+        try:
+            chosen = resolve_knobs(family, given, task.outs, target, task.op, task.attrs)
+        except ScheduleError as error:
+            raise ScheduleError(f"{where}: {error}") from None
+        out.append(with_knobs(g, chosen))
+    return out
+
+
+def knobs_table(groups: Sequence[FusedGroup]) -> dict[str, dict[str, Any]]:
+    """What a user sees of the chosen knobs: per group name, family and values."""
+    return {g.name: {"family": g.knobs.family(), **g.knobs.to_dict()}
+            for g in groups if g.knobs is not None}
+
+
 class Prepared(NamedTuple):
     """A model compiled up to linking: plan, kernel objects, constant blob, pack jobs."""
 
@@ -184,9 +233,10 @@ class Prepared(NamedTuple):
 def prepare(graph: Graph, target: Target, opt_level: int = 3,
             cache: bool | str | os.PathLike[str] | KernelCache = True,
             jobs: int | None = None, progress: bool | None = None,
-            prepack: bool = True, pic: bool = False) -> Prepared:
+            prepack: bool = True, pic: bool = False, knobs: KnobsArg = None) -> Prepared:
     """Everything of `compile` after import and before linking: the packed weights' slots
-    in the blob are zero until the pack jobs run (`run_pack_jobs`)."""
+    in the blob are zero until the pack jobs run (`run_pack_jobs`); `knobs`: see
+    `choose_knobs`."""
     if not isinstance(opt_level, int) or not 0 <= opt_level <= 3:
         raise ArgumentError(f"opt_level must be an int in [0, 3], got {opt_level!r}")
     check_llvm_target(target)  # before any worker hands an unknown CPU to LLVM
@@ -199,14 +249,17 @@ def prepare(graph: Graph, target: Target, opt_level: int = 3,
     assembled = getattr(memory, "assembled", set())
     groups = [g for g in fused_groups(fused, prepack)
               if not (g.outer_outputs and all(v in assembled for v in g.outer_outputs))]
+    groups = choose_knobs(groups, target, knobs)
     show = progress if progress is not None else _stderr_is_terminal() and len(groups) > 8
-    objects, stats = compile_kernels(groups, target, _kernel_cache(cache), jobs, bool(show),
-                                     pic)
+    objects, counts = compile_kernels(groups, target, _kernel_cache(cache), jobs, bool(show),
+                                      pic)
+    stats: dict[str, Any] = dict(counts)
     timings["kernels"] = time.perf_counter() - start - sum(timings.values())
     calls, pack_jobs = prepacked_calls(groups)
     offsets, blob = pack_constants(fused, calls, pack_jobs)
     xplan = exec_plan(fused, calls, memory, offsets, blob.size)
     stats["prepacked"] = len(pack_jobs)
+    stats["knobs"] = knobs_table(groups)
     return Prepared(fused, xplan, objects, blob, offsets, pack_jobs, memory, stats, timings)
 
 

@@ -36,5 +36,6 @@ def evaluate_node(node: Node, target: str = "llvm") -> list[np.ndarray]:
         with _LOCK:
             _KERNELS[key] = module
     results = [np.zeros(v.type.shape, v.type.dtype.numpy) for v in node.outputs]
-    module(*[np.ascontiguousarray(v.data) for v in present], *results)
+    # np.asarray(order="C"), not np.ascontiguousarray, which makes 0-d arrays 1-d
+    module(*[np.asarray(v.data, order="C") for v in present], *results)
     return results

@@ -8,7 +8,8 @@ into a FusedGroup, the unit the rest of lowering compiles.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+import json
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -19,6 +20,7 @@ from ember.graph.memory import plan_memory
 from ember.graph.pipeline import optimize_graph
 from ember.lowering.evaluate import evaluate_node
 from ember.lowering.kernel import group_compute, split_constant_stages
+from ember.ops.knobs import Knobs
 from ember.ops.registry import get_op
 
 ALIGN = 64
@@ -51,6 +53,8 @@ class FusedGroup:
     constants: tuple[bool, ...] = ()   # per input: a weight whose weight-only stages are
                                        # precomputed at compile time; () when none are
     weight_stages: WeightStages | None = None
+    knobs: Knobs | None = None         # the anchor schedule's knobs (None: its default);
+                                       # set by `with_knobs`, which folds them into `key`
 
     @property
     def symbol(self) -> str:
@@ -180,13 +184,23 @@ def without_weights(group: FusedGroup) -> FusedGroup:
     nodes = tuple(Node(n.op, n.name, tuple(sub(v) for v in n.inputs), n.outputs, n.attrs)
                   for n in group.nodes)
     inputs = tuple(swap.get(v, v) for v in group.inputs)
-    return FusedGroup(group.name, nodes, inputs, group.outputs, (), (), group.key,
-                      group.anchor, group.pattern, group.constants, group.weight_stages)
+    return replace(group, nodes=nodes, inputs=inputs, outer_inputs=(), outer_outputs=())
+
+
+def knobs_key(key: str, knobs: Knobs) -> str:
+    """The key of a kernel whose schedule runs with `knobs`: equal knobs, equal code."""
+    values = json.dumps(knobs.to_dict(), sort_keys=True, default=str)
+    return hashlib.sha256(f"{key}/{knobs.family()}/{values}".encode()).hexdigest()
+
+
+def with_knobs(group: FusedGroup, knobs: Knobs) -> FusedGroup:
+    """The group compiled with `knobs` (its key, hence its symbol and cache entry, too)."""
+    return replace(group, knobs=knobs, key=knobs_key(group.key, knobs))
 
 
 def fused_groups(graph: Graph, prepack: bool = True) -> list[FusedGroup]:
     return [fused_group(n, prepack) for n in graph.nodes]
 
 
-__all__ = ["ALIGN", "FusedGroup", "WeightStages", "fused_groups", "optimize", "plan_memory",
-           "without_weights"]
+__all__ = ["ALIGN", "FusedGroup", "WeightStages", "fused_groups", "knobs_key", "optimize",
+           "plan_memory", "with_knobs", "without_weights"]

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from ember import te
-from ember.errors import EmberError
+from ember.errors import EmberError, ScheduleError
 from ember.lowering.build import build
 from ember.graph.ir import Node, TensorType, Value, tensor_type
 from ember.ops.generic import (
@@ -29,6 +29,7 @@ from ember.ops.generic import (
     schedule_injective,
     schedule_reduction,
 )
+from ember.ops.knobs import Knobs, Task, resolve_knobs
 from ember.ops.registry import OpDef, Pattern, get_op
 from ember.runtime.module import Module
 from ember.target import Target
@@ -54,9 +55,12 @@ def anchor_of(nodes: Sequence[Node]) -> Node:
     return max(nodes, key=lambda n: int(get_op(n.op).pattern))
 
 
-def group_compute(nodes: Sequence[Node], inputs: Sequence[Value]
+def group_compute(nodes: Sequence[Node], inputs: Sequence[Value], target: Target | None = None
                   ) -> tuple[list[Tensor], dict[Value, Tensor]]:
-    """Placeholders for `inputs` and the te tensor of every value computed by `nodes`."""
+    """Placeholders for `inputs` and the te tensor of every value computed by `nodes` (on a
+    GPU `target`, in the form its schedules tile: ember.ops.gpu.gpu_compute)."""
+    from ember.ops.gpu import gpu_compute, is_gpu
+
     env: dict[Value, Tensor] = {}
     placeholders = []
     for i, v in enumerate(inputs):
@@ -66,7 +70,8 @@ def group_compute(nodes: Sequence[Node], inputs: Sequence[Value]
     for node in nodes:
         opdef = get_op(node.op)
         args = [env[v] if v is not None else None for v in node.inputs]
-        outs = opdef.compute(node.attrs, args)
+        compute = gpu_compute(opdef) if target is not None and is_gpu(target) else opdef.compute
+        outs = compute(node.attrs, args)
         if len(outs) < len(node.outputs):
             raise EmberError(f"node '{node.name}' ({node.op}): compute gave {len(outs)} "
                              f"outputs, expected {len(node.outputs)}")
@@ -80,18 +85,51 @@ def group_compute(nodes: Sequence[Node], inputs: Sequence[Value]
     return placeholders, env
 
 
-def schedule_for(opdef: OpDef, outs: Sequence[Tensor], target: Target) -> Schedule:
+def group_task(opdef: OpDef, outs: Sequence[Tensor], target: Target,
+               attrs: Mapping[str, Any] | None = None) -> Task:
+    """What the knobs of a group whose anchor is `opdef` are chosen for."""
+    return Task(tuple(outs), target, opdef.name, dict(attrs or {}))
+
+
+def knob_family(opdef: OpDef, target: Target) -> type[Knobs]:
+    """The knob class of the schedule for groups anchored at `opdef` on `target`."""
+    from ember.ops.gpu import gpu_knobs, is_gpu
+
+    return gpu_knobs(opdef) if is_gpu(target) else opdef.knob_family()
+
+
+def schedule_for(opdef: OpDef, outs: Sequence[Tensor], target: Target,
+                 knobs: Knobs | None = None) -> Schedule:
+    """The schedule of a group whose anchor is `opdef`, with `knobs` (None: the default of
+    the op's knob family for this group); bad knobs raise ScheduleError naming the op."""
     from ember.ops.gpu import is_gpu, schedule_gpu
 
-    if is_gpu(target):  # GPU targets: the same computes, the schedules of ember.ops.gpu
-        return schedule_gpu(opdef, outs, target)
-    if opdef.schedule is not None:
-        return opdef.schedule(outs, target)
-    if opdef.pattern <= Pattern.INJECTIVE:
-        return schedule_injective(outs, target)
-    if opdef.pattern == Pattern.REDUCTION:
-        return schedule_reduction(outs, target)
+    try:
+        k = resolve_knobs(knob_family(opdef, target), knobs, outs, target, opdef.name)
+        if is_gpu(target):  # GPU targets: the same computes, the schedules of ember.ops.gpu
+            return schedule_gpu(opdef, outs, target, k)
+        if opdef.schedule is not None:
+            return opdef.schedule(outs, target, k)
+        if opdef.pattern <= Pattern.INJECTIVE:
+            return schedule_injective(outs, target, k)
+        if opdef.pattern == Pattern.REDUCTION:
+            return schedule_reduction(outs, target, k)
+    except ScheduleError as error:
+        text = str(error)
+        raise ScheduleError(text if text.startswith("op '") else
+                            f"op '{opdef.name}': {text}") from None
     raise EmberError(f"op '{opdef.name}' ({opdef.pattern.name}) needs its own schedule")
+
+
+def group_knobs(nodes: Sequence[Node], inputs: Sequence[Value], outputs: Sequence[Value],
+                target: Target | str = "llvm") -> tuple[Task, type[Knobs]]:
+    """The Task of a group and its anchor's knob family (to choose knobs before lowering)."""
+    tgt = Target(target)
+    _, env = group_compute(nodes, inputs, tgt)
+    anchor = anchor_of(nodes)
+    opdef = get_op(anchor.op)
+    return (group_task(opdef, [env[v] for v in outputs], tgt, anchor.attrs),
+            knob_family(opdef, tgt))
 
 
 # -- compile-time weight stages -------------------------------------------------------------
@@ -254,24 +292,33 @@ def schedule_pack(sources: Sequence[Tensor], target: Target) -> Schedule:
 
 @dataclass(frozen=True, eq=False)
 class GroupKernels:
-    """The lowered kernels of a group: `main`, and `pack` when stages were precomputed."""
+    """The lowered kernels of a group: `main`, and `pack` when stages were precomputed, and
+    the knobs its schedule ran with."""
 
     main: PrimFunc
     pack: PrimFunc | None
     split: ConstantSplit
+    knobs: Knobs
 
 
 def lower_group_kernels(nodes: Sequence[Node], inputs: Sequence[Value],
                         outputs: Sequence[Value], name: str, target: Target | str = "llvm",
-                        constant: Sequence[bool] = ()) -> GroupKernels:
-    """The main kernel `name` (and `name` + "_pack") of a group, before the TIR pipeline."""
+                        constant: Sequence[bool] = (), knobs: Knobs | None = None
+                        ) -> GroupKernels:
+    """The main kernel `name` (and `name` + "_pack") of a group, before the TIR pipeline;
+    its anchor's schedule runs with `knobs` (None: the default for the group)."""
     from ember.te.lower import lower_schedule
 
     tgt = Target(target)
-    placeholders, env = group_compute(nodes, inputs)
+    placeholders, env = group_compute(nodes, inputs, tgt)
     outs = [env[v] for v in outputs]
     split = split_constant_stages(placeholders, outs, constant or [False] * len(inputs))
-    s = schedule_for(get_op(anchor_of(nodes).op), list(split.outputs), tgt)
+    anchor = anchor_of(nodes)
+    opdef = get_op(anchor.op)
+    if knobs is None:
+        task = group_task(opdef, split.outputs, tgt, anchor.attrs)
+        knobs = knob_family(opdef, tgt).default(task)
+    s = schedule_for(opdef, list(split.outputs), tgt, knobs)
     inline_copies(s, split.copies)
     args = [placeholders[i] for i in split.main_inputs] + list(split.packed) + list(split.outputs)
     from ember.ops.gpu import is_gpu
@@ -282,36 +329,41 @@ def lower_group_kernels(nodes: Sequence[Node], inputs: Sequence[Value],
         ps = schedule_pack(split.sources, tgt)
         pack = lower_schedule(ps, [placeholders[i] for i in split.pack_inputs]
                               + list(split.sources), name + PACK_SUFFIX)
-    return GroupKernels(main, pack, split)
+    return GroupKernels(main, pack, split, knobs)
 
 
 def build_group(name: str, nodes: Sequence[Node], inputs: Sequence[Value],
-                outputs: Sequence[Value], target: Target | str = "llvm") -> Module:
+                outputs: Sequence[Value], target: Target | str = "llvm",
+                knobs: Knobs | None = None) -> Module:
     """One compiled kernel computing `outputs` from `inputs`; arguments: inputs, outputs."""
     tgt = Target(target)
-    placeholders, env = group_compute(nodes, inputs)
+    placeholders, env = group_compute(nodes, inputs, tgt)
     outs = [env[v] for v in outputs]
     anchor = get_op(anchor_of(nodes).op)
-    s = schedule_for(anchor, outs, tgt)
+    s = schedule_for(anchor, outs, tgt, knobs)
     return build(s, [*placeholders, *outs], target=tgt, name=_ident(name))
 
 
 def build_prepacked(name: str, nodes: Sequence[Node], inputs: Sequence[Value],
                     outputs: Sequence[Value], constant: Sequence[bool],
-                    target: Target | str = "llvm") -> tuple[Module, Module | None, ConstantSplit]:
+                    target: Target | str = "llvm", knobs: Knobs | None = None
+                    ) -> tuple[Module, Module | None, ConstantSplit]:
     """The main and pack kernels of a group whose inputs flagged in `constant` are weights:
     call `pack(*[inputs[i] for i in split.pack_inputs], *packed)` once, then
     `main(*[inputs[i] for i in split.main_inputs], *packed, *outputs)`."""
-    kernels = lower_group_kernels(nodes, inputs, outputs, _ident(name), target, constant)
+    kernels = lower_group_kernels(nodes, inputs, outputs, _ident(name), target, constant,
+                                  knobs)
     main = build(kernels.main, target=target)
     pack = build(kernels.pack, target=target) if kernels.pack is not None else None
     return main, pack, kernels.split
 
 
 def run_op(op: str, arrays: Sequence[np.ndarray | None], attrs: Mapping[str, Any] | None = None,
-           target: Target | str = "llvm", constant: Sequence[int] = ()) -> list[np.ndarray]:
+           target: Target | str = "llvm", constant: Sequence[int] = (),
+           knobs: Knobs | None = None) -> list[np.ndarray]:
     """Compile and run one op on numpy arrays (attr-inputs go in `attrs`); the inputs at
-    positions `constant` are treated as weights (their constant-only stages precomputed)."""
+    positions `constant` are treated as weights (their constant-only stages precomputed);
+    the op's schedule runs with `knobs` (None: its default)."""
     opdef = get_op(op)
     full = opdef.complete_attrs(attrs or {}, op)
     values: list[Value | None] = []
@@ -326,12 +378,12 @@ def run_op(op: str, arrays: Sequence[np.ndarray | None], attrs: Mapping[str, Any
     # np.asarray keeps 0-d arrays 0-d (np.ascontiguousarray would make them 1-d)
     given = [np.asarray(a, order="C") for a in arrays if a is not None]
     if not constant:
-        module = build_group(name, [node], present, outputs, target)
+        module = build_group(name, [node], present, outputs, target, knobs)
         module(*given, *results)
         return results
     positions = [i for i, a in enumerate(arrays) if a is not None]
     flags = [p in constant for p in positions]
-    main, pack, split = build_prepacked(name, [node], present, outputs, flags, target)
+    main, pack, split = build_prepacked(name, [node], present, outputs, flags, target, knobs)
     packed = [np.zeros([int(d.value) for d in t.shape], str(t.dtype))  # type: ignore
               for t in split.packed]
     if pack is not None:

@@ -16,9 +16,11 @@ plain NCHW compute vectorized over the output width instead.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
+from ember import dtype as dt
 from ember import te
-from ember.errors import ShapeError, UnsupportedOpError
+from ember.errors import ScheduleError, ShapeError, UnsupportedOpError
 from ember.types import TensorType
 from ember.ops.conv_blocked import OPS as BLOCKED_OPS
 from ember.ops.conv_common import (
@@ -32,9 +34,9 @@ from ember.ops.conv_common import (
     resolve_pads,
     shape_of,
     spatial_attr,
-    threads,
 )
 from ember.ops.generic import inline_injective, schedule_flat
+from ember.ops.knobs import Knobs, Space, Task, in_range, resolve_knobs, up_to
 from ember.ops.registry import Attrs, OpDef, Pattern
 from ember.target import Target
 from ember.te.schedule import Schedule, Stage
@@ -42,9 +44,9 @@ from ember.te.tensor import Tensor
 from ember.tir.expr import Expr
 
 CONV_TAGS = ("Conv", "ConvTranspose")
-__all__ = ["AUTO_PADS", "CONV_TAGS", "OPS", "conv_core", "conv_geometry", "extent", "find_stage",
-           "pad_input", "pick_tile", "resolve_pads", "schedule_conv", "shape_of",
-           "spatial_attr"]
+__all__ = ["AUTO_PADS", "CONV_TAGS", "OPS", "ConvNCHWKnobs", "conv_core", "conv_geometry",
+           "extent", "find_stage", "pad_input", "pick_tile", "resolve_pads", "schedule_conv",
+           "shape_of", "spatial_attr"]
 
 
 def _infer_conv(attrs: Attrs, inputs: Sequence[TensorType | None]) -> list[TensorType]:
@@ -86,8 +88,20 @@ def conv_core(x: Tensor, w: Tensor, bias: Tensor | None, strides: Sequence[int],
     ic = te.reduce_axis((0, icg), name="ic")
     ks = [te.reduce_axis((0, k), name=f"k{d}") for d, k in enumerate(kernel)]
 
+    # float16 products are summed in float32 and rounded once, with the bias, at the end
+    # (a float16 accumulator drifts by units in the last place over a window)
+    wide = x.dtype == dt.float16
+
     def x_at(n: Expr, c: Expr, sp: Sequence[Expr]) -> Expr:
-        return x[(n, c, *[sp[d] * strides[d] + ks[d].var * dilations[d] for d in range(nsp)])]
+        v = x[(n, c, *[sp[d] * strides[d] + ks[d].var * dilations[d] for d in range(nsp)])]
+        return v.astype(dt.float32) if wide else v
+
+    def widen(v: Expr) -> Expr:
+        return v.astype(dt.float32) if wide else v
+
+    def finish(v: Expr, c: Expr) -> Expr:
+        v = v + widen(bias[c]) if bias is not None else v
+        return v.astype(x.dtype) if wide else v
 
     ob = conv_block(ocg, icg)
     if ob:
@@ -98,25 +112,23 @@ def conv_core(x: Tensor, w: Tensor, bias: Tensor | None, strides: Sequence[int],
 
         def fconv(n: Expr, o: Expr, *r: Expr) -> Expr:
             g = o // (ocg // ob) if group > 1 else te.const(0)
-            return te.sum(x_at(n, g * icg + ic.var, r[:-1]) * pack[(o, ic, *ks, r[-1])],
+            return te.sum(x_at(n, g * icg + ic.var, r[:-1]) * widen(pack[(o, ic, *ks, r[-1])]),
                           axis=[ic, *ks])
 
         conv = te.compute((n_batch, blocks, *out_sp, ob), fconv, name="conv", tag=tag)
 
         def fout(n: Expr, c: Expr, *sp: Expr) -> Expr:
-            v = conv[(n, c // ob, *sp, c % ob)]
-            return v + bias[c] if bias is not None else v
+            return finish(conv[(n, c // ob, *sp, c % ob)], c)
     else:
         def fplain(n: Expr, c: Expr, *sp: Expr) -> Expr:
             g = c // ocg if group > 1 else te.const(0)
-            weight = w[wread(c, ic.var, *[k.var for k in ks])]
+            weight = widen(w[wread(c, ic.var, *[k.var for k in ks])])
             return te.sum(x_at(n, g * icg + ic.var, sp) * weight, axis=[ic, *ks])
 
         conv = te.compute((n_batch, oc_total, *out_sp), fplain, name="conv", tag=tag)
 
         def fout(n: Expr, c: Expr, *sp: Expr) -> Expr:
-            v = conv[(n, c, *sp)]
-            return v + bias[c] if bias is not None else v
+            return finish(conv[(n, c, *sp)], c)
 
     return te.compute((n_batch, oc_total, *out_sp), fout, name="conv_out",
                       tag=f"{tag}.out")  # type: ignore[return-value]
@@ -135,13 +147,67 @@ def _compute_conv(attrs: Attrs, inputs: Sequence[Tensor | None]) -> list[Tensor]
     return [conv_core(padded, w, bias, strides, dilations, int(attrs["group"]), out, "Conv")]
 
 
-# -- schedule -------------------------------------------------------------------------------
-def schedule_conv(outs: Sequence[Tensor], target: Target, ow_tile: int | None = None,
-                  vector_tile: int = 28) -> Schedule:
-    """Schedule a group whose anchor is Conv/ConvTranspose (with any elementwise epilogue).
+# -- knobs ----------------------------------------------------------------------------------
+VECTOR_TILE = 28  # the widest output-column tile (blocked: 14 for blocks wider than 16)
 
-    ow_tile: output columns per register tile (default: the largest divisor of the output
-    width <= 28 for the blocked compute, <= `vector_tile` lanes for the plain one)."""
+
+@dataclass(frozen=True)
+class ConvNCHWKnobs(Knobs):
+    """Choices of the NCHW Conv / ConvTranspose schedule.
+
+    ow_tile: output columns per tile (blocked compute: unrolled over vector registers of
+    one channel block; plain compute: the vector); parallel_rows: the parallel loop also
+    runs over the output rows (the weights are then packed once, before the loop, instead
+    of per channel block inside it); blocked compute with 2+ spatial dimensions only.
+    """
+
+    ow_tile: int = 1
+    parallel_rows: bool = False
+
+    @classmethod
+    def space(cls, task: Task) -> Space:
+        blocked, shape, _ = _conv_task(task)
+        rows = (False, True) if blocked and len(shape) > 4 else (False,)
+        return Space({"ow_tile": up_to(shape[-2] if blocked else shape[-1], VECTOR_TILE),
+                      "parallel_rows": rows})
+
+    @classmethod
+    def default(cls, task: Task) -> ConvNCHWKnobs:
+        blocked, shape, _ = _conv_task(task)
+        if blocked:
+            width, ob = shape[-2], shape[-1]
+            tile = pick_tile(width, VECTOR_TILE if ob <= 16 else 14)
+            rows = len(shape) > 4 and shape[0] * shape[1] < task.threads
+            return cls(tile, rows)
+        width = shape[-1]
+        tile = pick_tile(width, VECTOR_TILE)
+        if tile < 4 and width > VECTOR_TILE:
+            tile = 16
+        return cls(tile, False)
+
+    def check(self, task: Task) -> None:
+        blocked, shape, _ = _conv_task(task)
+        in_range(self, "ow_tile", 1, shape[-2] if blocked else shape[-1], "output columns")
+        if self.parallel_rows and not (blocked and len(shape) > 4):
+            raise self.reject("parallel_rows", "needs the blocked compute and 2+ spatial "
+                              "dimensions")
+
+
+def _conv_task(task: Task) -> tuple[bool, tuple[int, ...], str]:
+    """(blocked compute?, the conv stage's shape, its tag) of a Conv/ConvTranspose group."""
+    for tag in CONV_TAGS:
+        conv = task.find(tag)
+        if conv is not None:
+            return task.find(f"{tag}.pack") is not None, shape_of(conv.outputs[0]), tag
+    raise ScheduleError("ConvNCHWKnobs: no Conv stage in the task")
+
+
+# -- schedule -------------------------------------------------------------------------------
+def schedule_conv(outs: Sequence[Tensor], target: Target, knobs: Knobs | None = None
+                  ) -> Schedule:
+    """Schedule a group whose anchor is Conv/ConvTranspose (with any elementwise epilogue);
+    see ConvNCHWKnobs for its choices."""
+    k = resolve_knobs(ConvNCHWKnobs, knobs, outs, target)
     s = te.create_schedule([t.op for t in outs])
     inline_injective(s)
     conv = find_stage(s, CONV_TAGS)
@@ -165,16 +231,14 @@ def schedule_conv(outs: Sequence[Tensor], target: Target, ow_tile: int | None = 
         return s
     n, c, *sp = out.op.axis  # type: ignore[attr-defined]
     ow = sp[-1]
-    width = extent(ow)
     if blocked:
         _schedule_pad_root(pad, target)
         ob = conv_shape[-1]
-        tile = ow_tile or pick_tile(width, 28 if ob <= 16 else 14)
         co, ci = out.split(c, ob)
-        wo, wi = out.split(ow, tile)
+        wo, wi = out.split(ow, k.ow_tile)
         out.reorder(n, co, *sp[:-1], wo, ci, wi)
         outer = out.fuse(n, co)
-        if extent(n) * (extent(c) // ob) >= threads() or not sp[:-1]:
+        if not k.parallel_rows:
             out.parallel(outer)
             assert pack is not None
             pack.compute_at(out, outer)
@@ -192,10 +256,7 @@ def schedule_conv(outs: Sequence[Tensor], target: Target, ow_tile: int | None = 
         conv.unroll(cw)
         conv.vectorize(coi)
         return s
-    tile = ow_tile or pick_tile(width, vector_tile)
-    if tile < 4 and width > vector_tile:
-        tile = 16
-    wo, wi = out.split(ow, tile)
+    wo, wi = out.split(ow, k.ow_tile)
     single_channel = extent(conv.op.reduce_axis[0]) == 1  # type: ignore[attr-defined]
     if pad is not None and single_channel:
         # depthwise: pad each channel's plane right before its rows are computed (in cache)
@@ -269,8 +330,10 @@ def _transpose_geometry(attrs: Attrs, xs: Sequence[int], ws: Sequence[int]
         for i in range(nsp):
             total = full[i] - target_sp[i]
             if total < 0:
-                raise ShapeError(f"output_shape {tuple(output_shape)} is larger than the full "
-                                 f"transposed convolution {tuple(full)}")
+                # a larger output than the full transposed convolution grows at the end,
+                # as output_padding would (the extra positions receive no taps)
+                pads.append((0, total))
+                continue
             # SAME_UPPER puts the odd unit of padding at the end, otherwise at the beginning
             big, small = total - total // 2, total // 2
             pads.append((small, big) if auto == "SAME_UPPER" else (big, small))
@@ -347,9 +410,10 @@ _CONV_ATTRS = {"auto_pad": "NOTSET", "dilations": None, "group": 1, "kernel_shap
 
 OPS: dict[str, OpDef] = {
     "Conv": OpDef("Conv", ("X", "W", "B"), _infer_conv, _compute_conv, Pattern.OUT_FUSABLE,
-                  schedule_conv, attrs=_CONV_ATTRS),
+                  schedule_conv, attrs=_CONV_ATTRS, knobs=ConvNCHWKnobs),
     "ConvTranspose": OpDef("ConvTranspose", ("X", "W", "B"), _infer_conv_transpose,
                            _compute_conv_transpose, Pattern.OUT_FUSABLE, schedule_conv,
+                           knobs=ConvNCHWKnobs,
                            attrs={**_CONV_ATTRS, "output_padding": None,
                                   "output_shape": None}),
     **BLOCKED_OPS,

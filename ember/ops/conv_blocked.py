@@ -26,10 +26,20 @@ from dataclasses import dataclass
 import numpy as np
 
 from ember import te
-from ember.errors import ShapeError
+from ember.errors import ScheduleError, ShapeError
 from ember.types import TensorType
-from ember.ops.conv_common import extent, find_stage, pad_input, pick_tile, shape_of, threads
+from ember.ops.conv_common import extent, find_stage, pad_input, pick_tile, shape_of
 from ember.ops.generic import inline_injective, schedule_flat, vector_lanes
+from ember.ops.knobs import (
+    Knobs,
+    Space,
+    Task,
+    divisors,
+    in_range,
+    only,
+    resolve_knobs,
+    up_to,
+)
 from ember.ops.registry import REQUIRED, Attrs, OpDef, Pattern
 from ember.target import Target
 from ember.te.schedule import Schedule, Stage
@@ -41,46 +51,100 @@ ALGORITHMS = ("direct", "depthwise", "winograd")
 
 
 # -- knobs ----------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class ConvKnobs:
-    """Choices of the blocked convolution schedules (0 = chosen by `default_knobs`).
+REGISTERS = 24      # accumulators (vector registers of one channel block) a tile may use
+MAX_OW_TILE = 28    # the widest column tile the space offers
 
-    ow_tile: output columns per register tile; oc_tile: output-channel blocks per register
-    tile (direct); registers: accumulators the rule may use (ow_tile * oc_tile, in vector
-    registers of one channel block each); unroll_kw: unroll the kernel-width taps too;
-    unroll_ii: unroll the input channels of a block (direct).
+
+@dataclass(frozen=True)
+class ConvKnobs(Knobs):
+    """Choices of the blocked convolution schedules (direct, 1x1, depthwise, Winograd).
+
+    ow_tile: output columns per register tile (Winograd: 2x2 tiles per GEMM tile);
+    oc_tile: output-channel blocks per register tile (direct only); unroll_kw: unroll the
+    kernel-width taps too; unroll_ii: unroll the input channels of a block (direct);
+    parallel_columns: the parallel loop also runs over the column tiles (Winograd: the input
+    transform is split over its tiles), for outputs with too few rows for the threads.
     """
 
-    ow_tile: int = 0
-    oc_tile: int = 0
-    registers: int = 24
+    ow_tile: int = 1
+    oc_tile: int = 1
     unroll_kw: bool = False
     unroll_ii: bool = False
+    parallel_columns: bool = False
+
+    @classmethod
+    def space(cls, task: Task) -> Space:
+        kind, (_, ocb, _, ow, _), tiles, _ = _conv_task(task)
+        if kind == "winograd":
+            return Space({"ow_tile": up_to(tiles, MAX_OW_TILE), "oc_tile": (1,),
+                          "unroll_kw": (False,), "unroll_ii": (False,),
+                          "parallel_columns": (False, True)})
+        return Space({"ow_tile": up_to(ow, MAX_OW_TILE),
+                      "oc_tile": (1,) if kind == "depthwise" else divisors(ocb, 8),
+                      "unroll_kw": (False, True),
+                      "unroll_ii": (False,) if kind == "depthwise" else (False, True),
+                      "parallel_columns": (False, True)})
+
+    @classmethod
+    def default(cls, task: Task) -> ConvKnobs:
+        kind, shape, tiles, lanes = _conv_task(task)
+        n, ocb, oh, ow, _ = shape
+        if kind == "winograd":
+            tile = pick_tile(tiles, REGISTERS)
+            if tile < 6 < tiles:
+                tile = 8
+            icb = shape_of(task.find(f"{TAG}.winograd_in").outputs[0])[1]  # type: ignore
+            return cls(tile, 1, parallel_columns=n * icb < 2 * task.threads)
+        ow_tile, oc_tile = conv_tile(shape, kind == "depthwise", lanes)
+        rows = n * -(-ocb // oc_tile) * oh
+        columns = -(-ow // ow_tile)
+        return cls(ow_tile, oc_tile, parallel_columns=rows < 2 * task.threads and columns > 1)
+
+    def check(self, task: Task) -> None:
+        kind, (_, ocb, _, ow, _), tiles, _ = _conv_task(task)
+        in_range(self, "ow_tile", 1, tiles if kind == "winograd" else ow,
+                 "output tiles" if kind == "winograd" else "output columns")
+        if kind == "direct":
+            in_range(self, "oc_tile", 1, ocb, "output-channel blocks")
+        else:
+            only(self, "oc_tile", (1,), f"for a {kind} convolution")
+        if kind == "winograd":
+            only(self, "unroll_kw", (False,), "for a Winograd convolution (no taps)")
+        if kind != "direct":
+            only(self, "unroll_ii", (False,), f"for a {kind} convolution")
 
 
-def default_knobs(out_shape: Sequence[int], knobs: ConvKnobs | None = None,
-                  depthwise: bool = False, lanes: int = 0) -> ConvKnobs:
-    """Fill the 0 knobs for an output [N, OCB, OH, OW, ob]: the widest column tile that
+def _conv_task(task: Task) -> tuple[str, tuple[int, ...], int, int]:
+    """(direct | depthwise | winograd, the output shape [N, OCB, OH, OW, ob], the number of
+    2x2 tiles (Winograd), vector lanes) of a ConvNCHWc group."""
+    conv = task.find(TAG)
+    if conv is None:
+        raise ScheduleError(f"ConvKnobs: no {TAG} stage in the task")
+    shape = shape_of(conv.outputs[0])
+    lanes = vector_lanes(task.target, str(conv.outputs[0].dtype))
+    gemm = task.find(f"{TAG}.winograd")
+    if gemm is not None:
+        return "winograd", shape, shape_of(gemm.outputs[0])[3], lanes
+    return ("depthwise" if len(conv.reduce_axis) == 2 else "direct"), shape, 0, lanes
+
+
+def conv_tile(out_shape: Sequence[int], depthwise: bool = False, lanes: int = 0,
+              registers: int = REGISTERS) -> tuple[int, int]:
+    """(ow_tile, oc_tile) for an output [N, OCB, OH, OW, ob]: the widest column tile that
     divides OW within the register budget, then as many channel blocks as still fit.
 
     A block narrower than the vector (ob < lanes, e.g. 1000 = 125 blocks of 8 channels) does
     half the work per FMA, so loads become the limit: there the tile maximizes FMAs per load
     over all divisors of OCB up to 8 (`_narrow_tile`)."""
-    knobs = knobs or ConvKnobs()
     _, ocb, _, ow, ob = out_shape
-    budget = knobs.registers
-    if not depthwise and 0 < ob < lanes and not knobs.ow_tile and not knobs.oc_tile:
-        ow_tile, oc_tile = _narrow_tile(ocb, ow, NARROW_REGISTERS)
-        return ConvKnobs(ow_tile, oc_tile, knobs.registers, knobs.unroll_kw, knobs.unroll_ii)
-    ow_tile = knobs.ow_tile or pick_tile(ow, budget if not depthwise else 16)
-    if ow_tile < 4 < ow and not knobs.ow_tile:
+    if not depthwise and 0 < ob < lanes:
+        return _narrow_tile(ocb, ow, NARROW_REGISTERS)
+    ow_tile = pick_tile(ow, registers if not depthwise else 16)
+    if ow_tile < 4 < ow:
         ow_tile = min(ow, 8)  # an awkward width (a prime): tail tiles beat 1-column tiles
-    oc_tile = knobs.oc_tile
     if depthwise:
-        oc_tile = 1
-    elif not oc_tile:
-        oc_tile = max(k for k in (1, 2, 4) if ocb % k == 0 and k * ow_tile <= budget)
-    return ConvKnobs(ow_tile, oc_tile, knobs.registers, knobs.unroll_kw, knobs.unroll_ii)
+        return ow_tile, 1
+    return ow_tile, max(k for k in (1, 2, 4) if ocb % k == 0 and k * ow_tile <= registers)
 
 
 NARROW_REGISTERS = 25  # half-width accumulators: 25 + oc_tile weights + 1 broadcast <= 32
@@ -207,8 +271,9 @@ def direct_compute(x: Tensor, w: Tensor, attrs: Attrs, ocb: int, ob: int,
 
 # -- schedule -------------------------------------------------------------------------------
 def schedule_conv_nchwc(outs: Sequence[Tensor], target: Target,
-                        knobs: ConvKnobs | None = None) -> Schedule:
+                        knobs: Knobs | None = None) -> Schedule:
     """Schedule a group whose anchor is ConvNCHWc, with any elementwise epilogue."""
+    k = resolve_knobs(ConvKnobs, knobs, outs, target)
     s = te.create_schedule([t.op for t in outs])
     inline_injective(s)
     conv = find_stage(s, (TAG,))
@@ -217,26 +282,23 @@ def schedule_conv_nchwc(outs: Sequence[Tensor], target: Target,
     if winograd is not None:
         from ember.ops.conv_winograd import schedule_winograd
 
-        return schedule_winograd(s, outs, conv, target, knobs)
+        return schedule_winograd(s, outs, conv, target, k)
     pad = find_stage(s, (f"{TAG}.pad",))
     conv_shape = shape_of(conv.op.outputs[0])
     if len(outs) != 1 or shape_of(outs[0]) != conv_shape:
         # unusual group (several outputs): the convolution whole, then each output
         conv.compute_root()
-        _schedule_direct(s, conv, conv, pad, target, knobs, root=True)
+        _schedule_direct(s, conv, conv, pad, target, k, root=True)
         for t in outs:
             schedule_flat(s[t], target, str(t.dtype))
         return s
-    _schedule_direct(s, s[outs[0]], conv, pad, target, knobs)
+    _schedule_direct(s, s[outs[0]], conv, pad, target, k)
     return s
 
 
 def _schedule_direct(s: Schedule, out: Stage, conv: Stage, pad: Stage | None, target: Target,
-                     knobs: ConvKnobs | None, root: bool = False) -> None:
+                     k: ConvKnobs, root: bool = False) -> None:
     depthwise = len(conv.op.reduce_axis) == 2  # type: ignore[attr-defined]
-    shape = shape_of(conv.op.outputs[0])
-    lanes = vector_lanes(target, str(conv.op.outputs[0].dtype))
-    k = default_knobs(shape, knobs, depthwise, lanes)
     n, o, h, v, i = out.op.axis if not root else conv.op.axis  # type: ignore[attr-defined]
     stage = conv if root else out
     oo, oi = stage.split(o, k.oc_tile)
@@ -244,7 +306,7 @@ def _schedule_direct(s: Schedule, out: Stage, conv: Stage, pad: Stage | None, ta
     stage.reorder(n, oo, h, vo, oi, vi, i)
     outer = stage.fuse(n, oo, h)
     at = vo
-    if extent(outer, stage) < 2 * threads() and extent(vo, stage) > 1:
+    if k.parallel_columns:
         outer = at = stage.fuse(outer, vo)
     stage.parallel(outer)
     if pad is not None:
@@ -317,10 +379,33 @@ def _compute_layout(attrs: Attrs, inputs: Sequence[Tensor | None]) -> list[Tenso
                        tag="LayoutTransform")]
 
 
-def schedule_layout(outs: Sequence[Tensor], target: Target) -> Schedule:
+@dataclass(frozen=True)
+class LayoutKnobs(Knobs):
+    """parallel: run the (batch, channel block, row) loop of a LayoutTransform on the
+    threads (by default when it has at least two rows per thread)."""
+
+    parallel: bool = True
+
+    @classmethod
+    def space(cls, task: Task) -> Space:
+        return Space({"parallel": (False, True)})
+
+    @classmethod
+    def default(cls, task: Task) -> LayoutKnobs:
+        out = shape_of(task.outs[0])
+        rows = out[0] * out[1] * out[2] if len(out) >= 3 else 1
+        if len(out) == 4 and task.find("LayoutTransform") is not None:
+            src = shape_of(task.find("LayoutTransform").input_tensors()[0])  # type: ignore
+            rows = out[0] * -(-out[1] // src[-1]) * out[2]
+        return cls(parallel=rows >= 2 * task.threads)
+
+
+def schedule_layout(outs: Sequence[Tensor], target: Target,
+                    knobs: Knobs | None = None) -> Schedule:
     """A LayoutTransform group: parallel over (batch, channel block, row); within a row the
     channel block is the inner loop, unrolled, so neither side needs a gather or scatter and
     no index needs a division (measured faster than vectorizing either side)."""
+    k = resolve_knobs(LayoutKnobs, knobs, outs, target)
     s = te.create_schedule([t.op for t in outs])
     inline_injective(s)
     out = s[outs[0]]
@@ -339,7 +424,7 @@ def schedule_layout(outs: Sequence[Tensor], target: Target) -> Schedule:
         out.reorder(n, co, h, w, ci)
     outer = out.fuse(n, co, h)
     out.unroll(ci)
-    if extent(outer, out) >= 2 * threads():
+    if k.parallel:
         out.parallel(outer)
     return s
 
@@ -372,14 +457,14 @@ def pack_depthwise(w: np.ndarray, block: int) -> np.ndarray:
 
 OPS: dict[str, OpDef] = {
     "ConvNCHWc": OpDef("ConvNCHWc", ("X", "W", "B"), _infer_conv_nchwc, _compute_conv_nchwc,
-                       Pattern.OUT_FUSABLE, schedule_conv_nchwc,
+                       Pattern.OUT_FUSABLE, schedule_conv_nchwc, knobs=ConvKnobs,
                        attrs={"kernel_shape": REQUIRED, "strides": (1, 1),
                               "dilations": (1, 1), "pads": (0, 0, 0, 0),
                               "algorithm": "direct"}),
     "LayoutTransform": OpDef("LayoutTransform", ("X",), _infer_layout, _compute_layout,
-                             Pattern.INJECTIVE, schedule_layout,
+                             Pattern.INJECTIVE, schedule_layout, knobs=LayoutKnobs,
                              attrs={"src_block": 0, "dst_block": 0}),
 }
 
-__all__ = ["ALGORITHMS", "OPS", "ConvKnobs", "default_knobs", "from_blocked", "pack_depthwise",
-           "pack_direct", "schedule_conv_nchwc", "to_blocked", "vector_lanes"]
+__all__ = ["ALGORITHMS", "OPS", "ConvKnobs", "LayoutKnobs", "conv_tile", "from_blocked",
+           "pack_depthwise", "pack_direct", "schedule_conv_nchwc", "to_blocked", "vector_lanes"]

@@ -158,9 +158,3 @@ def find_stage(s: Schedule, tags: Sequence[str]) -> Stage | None:
         if isinstance(stage.op, ComputeOp) and stage.op.tag in tags:
             return stage
     return None
-
-
-def threads() -> int:
-    from ember.runtime.threadpool import num_threads
-
-    return num_threads()

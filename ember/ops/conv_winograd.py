@@ -14,17 +14,21 @@ M is 16 independent GEMMs with the same register-tiled micro-kernel as the direc
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ember import te
-from ember.ops.conv_common import extent, find_stage, pad_input, pick_tile, shape_of, threads
+from ember.ops.conv_common import find_stage, pad_input, shape_of
 from ember.ops.generic import schedule_flat
 from ember.ops.registry import Attrs
 from ember.target import Target
 from ember.te.schedule import Schedule, Stage
 from ember.te.tensor import Tensor
 from ember.tir.expr import Expr
+
+if TYPE_CHECKING:
+    from ember.ops.conv_blocked import ConvKnobs
 
 TAG = "ConvNCHWc"
 G = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]])
@@ -99,11 +103,10 @@ def winograd_compute(x: Tensor, u: Tensor, attrs: Attrs, out_sp: Sequence[int]) 
 
 
 def schedule_winograd(s: Schedule, outs: Sequence[Tensor], conv: Stage, target: Target,
-                      knobs: object = None) -> Schedule:
-    """Input transform and GEMMs at root (parallel), the output transform in the epilogue."""
-    from ember.ops.conv_blocked import ConvKnobs
-
-    k = knobs if isinstance(knobs, ConvKnobs) else ConvKnobs()
+                      k: ConvKnobs) -> Schedule:
+    """Input transform and GEMMs at root (parallel), the output transform in the epilogue;
+    `k.ow_tile` tiles per GEMM register tile, `k.parallel_columns`: the input transform is
+    split over its tiles too."""
     pad = find_stage(s, (f"{TAG}.pad",))
     v = find_stage(s, (f"{TAG}.winograd_in",))
     m = find_stage(s, (f"{TAG}.winograd",))
@@ -111,8 +114,8 @@ def schedule_winograd(s: Schedule, outs: Sequence[Tensor], conv: Stage, target: 
     if pad is not None:
         pad.compute_root()
         schedule_flat(pad, target)
-    _schedule_input(v)
-    _schedule_gemm(m, k.ow_tile, k.registers)
+    _schedule_input(v, 2 * target.num_cores if k.parallel_columns else 0)
+    _schedule_gemm(m, k.ow_tile)
     conv_shape = shape_of(conv.op.outputs[0])
     if len(outs) != 1 or shape_of(outs[0]) != conv_shape:
         conv.compute_root()
@@ -124,27 +127,24 @@ def schedule_winograd(s: Schedule, outs: Sequence[Tensor], conv: Stage, target: 
     return s
 
 
-def _schedule_input(v: Stage) -> None:
+def _schedule_input(v: Stage, parts: int) -> None:
+    """Parallel over (batch, input block), and over `parts` shares of the tiles if > 0."""
     v.compute_root()
     n, c, e, t, i = v.op.axis  # type: ignore[attr-defined]
     v.reorder(n, c, t, e, i)
     outer = v.fuse(n, c)
-    if extent(outer, v) < 2 * threads():
-        to, _ = v.split(t, nparts=2 * threads())
+    if parts:
+        to, _ = v.split(t, nparts=parts)
         outer = v.fuse(outer, to)
     v.parallel(outer)
     v.unroll(e)
     v.vectorize(i)
 
 
-def _schedule_gemm(m: Stage, tile: int, registers: int) -> None:
+def _schedule_gemm(m: Stage, tile: int) -> None:
     m.compute_root()
     n, o, e, t, i = m.op.axis  # type: ignore[attr-defined]
     rc, ri = m.op.reduce_axis  # type: ignore[attr-defined]
-    tiles = extent(t)
-    tile = tile or pick_tile(tiles, registers)
-    if tile < 6 < tiles:
-        tile = 8
     to, ti = m.split(t, tile)
     m.reorder(n, o, e, to, rc, ri, ti, i)
     outer = m.fuse(n, o, e)

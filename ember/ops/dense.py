@@ -15,13 +15,18 @@ letters missing from the output, with the generic reduction schedule.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
+import numpy as np
+
+from ember import dtype as dt
 from ember import te
-from ember.errors import ShapeError
+from ember.errors import ScheduleError, ShapeError
 from ember.types import TensorType
-from ember.ops.conv import extent, find_stage, pick_tile, shape_of
+from ember.ops.conv import find_stage, pick_tile, shape_of
 from ember.ops.elementwise import broadcast_shape
-from ember.ops.generic import inline_injective, schedule_flat, schedule_reduction
+from ember.ops.generic import ReductionKnobs, inline_injective, schedule_flat, schedule_reduction
+from ember.ops.knobs import Knobs, Space, Task, in_range, only, resolve_knobs, up_to
 from ember.ops.registry import REQUIRED, Attrs, OpDef, Pattern
 from ember.target import Target
 from ember.te.schedule import Schedule
@@ -58,6 +63,12 @@ def dense_compute(a: Tensor, b: Tensor, trans_a: bool, trans_b: bool, tag: str,
     batch = broadcast_shape(batch_a, batch_b)
     k = te.reduce_axis((0, k_a), name="k")
     nr = panel_width(n) if m >= SMALL_M else 0
+    # float16 products are summed in float32, as numpy and onnxruntime do: a float16
+    # accumulator drifts by several units in the last place over a few dozen terms
+    wide = a.dtype == dt.float16
+
+    def mul(x: Expr, y: Expr) -> Expr:
+        return x.astype(dt.float32) * y.astype(dt.float32) if wide else x * y
     dot = trans_b and m < SMALL_M and k_a >= DOT_LANES
 
     def a_at(bi: Sequence[Expr], i: Expr, kk: Expr) -> Expr:
@@ -71,12 +82,12 @@ def dense_compute(a: Tensor, b: Tensor, trans_a: bool, trans_b: bool, tag: str,
         # few rows of A against rows of B: lane-wise partial dot products over k
         lanes = DOT_LANES
         ko = te.reduce_axis((0, -(-k_a // lanes)), name="ko")
-        zero = te.const(0, a.dtype)
+        zero = te.const(0, dt.float32 if wide else a.dtype)
 
         def fpart(*idx: Expr) -> Expr:
             *bi, i, j, lane = idx
             kk = ko.var * lanes + lane
-            term = a_at(bi, i, kk) * b_at(_bidx(batch_b, bi), kk, j)
+            term = mul(a_at(bi, i, kk), b_at(_bidx(batch_b, bi), kk, j))
             return te.sum(term if k_a % lanes == 0 else te.if_then_else(kk < k_a, term, zero),
                           axis=ko)
 
@@ -101,16 +112,16 @@ def dense_compute(a: Tensor, b: Tensor, trans_a: bool, trans_b: bool, tag: str,
         def fmm(*idx: Expr) -> Expr:
             *bi, i, j = idx
             bb = _bidx(batch_b, bi)
-            return te.sum(a_at(bi, i, k.var) * packed[(*bb, j // nr, k, j % nr)], axis=k)
+            return te.sum(mul(a_at(bi, i, k.var), packed[(*bb, j // nr, k, j % nr)]), axis=k)
     else:
         def fmm(*idx: Expr) -> Expr:
             *bi, i, j = idx
-            return te.sum(a_at(bi, i, k.var) * b_at(_bidx(batch_b, bi), k.var, j), axis=k)
+            return te.sum(mul(a_at(bi, i, k.var), b_at(_bidx(batch_b, bi), k.var, j)), axis=k)
 
     mm = te.compute((*batch, m, n), fmm, name="mm", tag=tag)
 
     def fout(*idx: Expr) -> Expr:
-        value = mm[idx]
+        value = mm[idx].astype(a.dtype) if wide else mm[idx]
         return epilogue(value, idx) if epilogue is not None else value
 
     return te.compute((*batch, m, n), fout, name="mm_out", tag=f"{tag}.out")  # type: ignore
@@ -204,19 +215,92 @@ def _compute_gemm(attrs: Attrs, inputs: Sequence[Tensor | None]) -> list[Tensor]
                           epilogue)]
 
 
+# -- knobs ----------------------------------------------------------------------------------
+ROW_TILE = 8     # rows of the default register tile (mr)
+MAX_ROWS = 16    # the most rows the space offers
+
+
+@dataclass(frozen=True)
+class DenseKnobs(Knobs):
+    """Choices of the MatMul / Gemm schedule (batched too).
+
+    rows: rows of the register tile (unrolled); cols: columns per tile (vectorized; with
+    packed B it is the panel width, fixed by the compute; for few rows against a transposed
+    B, output columns per parallel task); parallel_rows: the parallel loop also runs over
+    the row tiles (B then packed once, before the loop, instead of per panel inside it).
+    """
+
+    rows: int = 1
+    cols: int = 1
+    parallel_rows: bool = False
+
+    @classmethod
+    def space(cls, task: Task) -> Space:
+        kind, m, n, width, _ = _dense_task(task)
+        if kind == "root":
+            return Space({"rows": (1,), "cols": (1,), "parallel_rows": (False,)})
+        if kind == "dot":
+            # at least 4 columns a task (tail guards past N), as the default takes
+            return Space({"rows": (1,), "cols": up_to(max(n, 4), MAX_ROWS),
+                          "parallel_rows": (False,)})
+        cols = (width,) if kind == "packed" else \
+            tuple(sorted({min(n, 32), *(c for c in (4, 8, 16, 32) if c <= n)}))
+        return Space({"rows": up_to(m, MAX_ROWS), "cols": cols,
+                      "parallel_rows": (False, True)})
+
+    @classmethod
+    def default(cls, task: Task) -> DenseKnobs:
+        kind, m, n, width, batch = _dense_task(task)
+        if kind == "root":
+            return cls(1, 1, False)
+        if kind == "dot":
+            return cls(1, max(pick_tile(n, 8), 4), False)
+        rows = pick_tile(m, ROW_TILE)
+        if rows < ROW_TILE // 2 and m > ROW_TILE:
+            rows = ROW_TILE
+        tasks = -(-n // width) * batch
+        whole = kind == "packed" and (tasks >= task.threads or -(-m // rows) == 1)
+        return cls(rows, width, not whole)
+
+    def check(self, task: Task) -> None:
+        kind, m, n, width, _ = _dense_task(task)
+        if kind == "root":
+            return
+        in_range(self, "cols", 1, max(n, 4) if kind == "dot" else n, "output columns")
+        if kind == "dot":
+            only(self, "rows", (1,), "for few rows against a transposed B")
+            return
+        in_range(self, "rows", 1, m, "output rows")
+        if kind == "packed":
+            only(self, "cols", (width,), "(the panel width of packed B)")
+
+
+def _dense_task(task: Task) -> tuple[str, int, int, int, int]:
+    """(root | dot | packed | plain, M, N, columns per tile, batch size) of a dense group."""
+    mm = task.find(*DENSE_TAGS)
+    if mm is None:
+        raise ScheduleError("DenseKnobs: no MatMul/Gemm stage in the task")
+    shape = shape_of(mm.outputs[0])
+    *batch, m, n = shape
+    size = int(np.prod(batch)) if batch else 1
+    if len(task.outs) != 1 or shape_of(task.outs[0]) != shape:
+        return "root", m, n, 1, size
+    if task.find(f"{mm.tag}.dot") is not None:
+        return "dot", m, n, 1, size
+    pack = task.find(f"{mm.tag}.pack")
+    if pack is not None:
+        return "packed", m, n, shape_of(pack.outputs[0])[-1], size
+    return "plain", m, n, min(n, 32), size
+
+
 # -- schedule -------------------------------------------------------------------------------
-def _threads() -> int:
-    from ember.runtime.threadpool import num_threads
-
-    return num_threads()
-
-
-def schedule_dense(outs: Sequence[Tensor], target: Target, mr: int = 8, nr: int | None = None
+def schedule_dense(outs: Sequence[Tensor], target: Target, knobs: Knobs | None = None
                    ) -> Schedule:
     """Register-tiled schedule of a MatMul/Gemm group (any elementwise epilogue).
 
-    Loop nest of the output: (batch, panel) parallel / row tile / mr rows (unrolled) /
-    nr columns (vectorized); the mm tile is computed at the row tile, reduced over all k."""
+    Loop nest of the output: (batch, panel) parallel / row tile / `rows` rows (unrolled) /
+    `cols` columns (vectorized); the mm tile is computed at the row tile, reduced over all k."""
+    k = resolve_knobs(DenseKnobs, knobs, outs, target)
     s = te.create_schedule([t.op for t in outs])
     inline_injective(s)
     mm = find_stage(s, DENSE_TAGS)
@@ -230,11 +314,9 @@ def schedule_dense(outs: Sequence[Tensor], target: Target, mr: int = 8, nr: int 
         return _schedule_root(s, mm, outs, target)
     out = s[outs[0]]
     *batch, i, j = out.op.axis  # type: ignore[attr-defined]
-    m, n = extent(i), extent(j)
     dot = find_stage(s, (f"{mm.op.tag}.dot",))  # type: ignore[attr-defined]
     if dot is not None:
-        cols = pick_tile(n, 8)
-        jo, ji = out.split(j, max(cols, 4))
+        jo, ji = out.split(j, k.cols)
         outer = out.fuse(*batch, i, jo)
         out.parallel(outer)
         mm.compute_at(out, outer)
@@ -244,22 +326,14 @@ def schedule_dense(outs: Sequence[Tensor], target: Target, mr: int = 8, nr: int 
         dot.unroll(dj)
         dot.vectorize(lane)
         return s
-    width = nr or (mm_shape[-1] if pack is None else shape_of(pack.op.outputs[0])[-1])
-    if pack is None:
-        width = min(n, 32)
-    rows = pick_tile(m, mr)
-    if rows < mr // 2 and m > mr:
-        rows = mr
-    jo, ji = out.split(j, width)
-    io, ii = out.split(i, rows)
+    jo, ji = out.split(j, k.cols)
+    io, ii = out.split(i, k.rows)
     out.reorder(*batch, jo, io, ii, ji)
     outer = out.fuse(*batch, jo) if batch else jo
-    tasks = -(-n // width)
-    for b in batch:
-        tasks *= extent(b)
-    if pack is not None and (tasks >= _threads() or -(-m // rows) == 1):
+    if not k.parallel_rows:
         out.parallel(outer)
-        pack.compute_at(out, outer)
+        if pack is not None:
+            pack.compute_at(out, outer)
     else:
         outer = io = out.fuse(outer, io)
         out.parallel(outer)
@@ -386,15 +460,17 @@ def _compute_einsum(attrs: Attrs, inputs: Sequence[Tensor | None]) -> list[Tenso
     return [te.compute(shape, fbody, name="einsum", tag="Einsum")]  # type: ignore[list-item]
 
 
-def _schedule_einsum(outs: Sequence[Tensor], target: Target) -> Schedule:
-    return schedule_reduction(outs, target)
+def _schedule_einsum(outs: Sequence[Tensor], target: Target, knobs: Knobs | None = None
+                     ) -> Schedule:
+    return schedule_reduction(outs, target, knobs)
 
 
 OPS: dict[str, OpDef] = {
     "MatMul": OpDef("MatMul", ("A", "B"), _infer_matmul, _compute_matmul, Pattern.OUT_FUSABLE,
-                    schedule_dense),
+                    schedule_dense, knobs=DenseKnobs),
     "Gemm": OpDef("Gemm", ("A", "B", "C"), _infer_gemm, _compute_gemm, Pattern.OUT_FUSABLE,
-                  schedule_dense, attrs={"alpha": 1.0, "beta": 1.0, "transA": 0, "transB": 0}),
+                  schedule_dense, attrs={"alpha": 1.0, "beta": 1.0, "transA": 0, "transB": 0},
+                  knobs=DenseKnobs),
     "Einsum": OpDef("Einsum", ("Inputs",), _infer_einsum, _compute_einsum, Pattern.OUT_FUSABLE,
-                    _schedule_einsum, attrs={"equation": REQUIRED}),
+                    _schedule_einsum, attrs={"equation": REQUIRED}, knobs=ReductionKnobs),
 }

@@ -17,9 +17,12 @@ in cache and nothing but the final output is written to memory.
 
 from __future__ import annotations
 
-from typing import Sequence
+from dataclasses import dataclass
+from typing import Sequence, TypeVar
 
+from ember import dtype as dt
 from ember import te
+from ember.ops.knobs import Knobs, Space, Task, resolve_knobs
 from ember.target import Target
 from ember.te.inline import inline_bodies
 from ember.te.schedule import Attach, Schedule, Stage
@@ -36,11 +39,61 @@ def _extent(iv: IterVar) -> int:
     return iv.dom.extent.value
 
 
-def vector_lanes(target: Target, dtype: str = "float32") -> int:
+def vector_lanes(target: Target, dtype: str = "float32", bits: int | None = None) -> int:
+    """Elements of `dtype` per vector: of the target's registers, or of `bits` if given
+    (0: scalar code)."""
     try:
-        return max(1, target.vector_lanes(dtype))
+        if bits is None:
+            return max(1, target.vector_lanes(dtype))
+        return max(1, bits // (dt.parse(dtype).element.storage_bytes * 8))
     except Exception:  # a target without a vector unit, or a dtype it has no lanes for
         return 1
+
+
+# -- knobs ----------------------------------------------------------------------------------
+def _vector_choices(task: Task) -> tuple[int, ...]:
+    bits = task.target.vector_bits
+    return tuple(sorted({0, 128, bits, 2 * bits}))
+
+
+@dataclass(frozen=True)
+class VectorKnobs(Knobs):
+    """Choices of the generic schedules (the base of InjectiveKnobs and ReductionKnobs).
+
+    vector_bits: the width of the vectorized inner loop (0: scalar; default: the target's
+    registers; twice that is two vectors per step); parallel: run the outer loop on the
+    threads when the kernel is big enough (PARALLEL_MIN_ELEMENTS), else never."""
+
+    vector_bits: int = 0
+    parallel: bool = True
+
+    @classmethod
+    def space(cls, task: Task) -> Space:
+        return Space({"vector_bits": _vector_choices(task), "parallel": (False, True)})
+
+    @classmethod
+    def default(cls: type[KI], task: Task) -> KI:
+        return cls(vector_bits=task.target.vector_bits, parallel=True)
+
+    def check(self, task: Task) -> None:
+        bits = self.vector_bits
+        if isinstance(bits, bool) or not isinstance(bits, int) or bits < 0 or bits % 8:
+            raise self.reject("vector_bits", "must be 0 or a positive multiple of 8")
+
+
+@dataclass(frozen=True)
+class InjectiveKnobs(VectorKnobs):
+    """Choices of the generic elementwise / broadcast / injective schedule (VectorKnobs)."""
+
+
+@dataclass(frozen=True)
+class ReductionKnobs(VectorKnobs):
+    """Choices of the generic reduction schedule (softmax, normalizations, Reduce*, ...):
+    vector_bits sets the lanes of the partial results (inner reductions) or of the output
+    columns (outer ones); parallel as for VectorKnobs."""
+
+
+KI = TypeVar("KI", bound=VectorKnobs)
 
 
 def inline_injective(s: Schedule, keep_tags: Sequence[str] = ()) -> None:
@@ -53,14 +106,16 @@ def inline_injective(s: Schedule, keep_tags: Sequence[str] = ()) -> None:
             stage.compute_inline()
 
 
-def schedule_flat(stage: Stage, target: Target, dtype: str = "float32") -> IterVar | None:
-    """Parallel outer loops, vectorized innermost loop, for an injective stage's own axes.
+def schedule_flat(stage: Stage, target: Target, dtype: str = "float32",
+                  knobs: VectorKnobs | None = None) -> IterVar | None:
+    """Parallel outer loops, vectorized innermost loop, for an injective stage's own axes
+    (vector width and parallelism from `knobs`, default: the target's).
 
     Returns the outermost loop (None for a stage without loops)."""
     axes = list(stage.op.axis)  # type: ignore[attr-defined]
     if not axes:
         return None
-    lanes = vector_lanes(target, dtype)
+    lanes = vector_lanes(target, dtype, knobs.vector_bits if knobs else None)
     total = 1
     for iv in axes:
         total *= _extent(iv)
@@ -77,25 +132,26 @@ def schedule_flat(stage: Stage, target: Target, dtype: str = "float32") -> IterV
             stage.vectorize(inner)
         else:
             outer = fused
-    if total >= PARALLEL_MIN_ELEMENTS:
+    if total >= PARALLEL_MIN_ELEMENTS and (knobs is None or knobs.parallel):
         stage.parallel(outer)
     return outer
 
 
-def schedule_injective(outs: Sequence[Tensor], target: Target,
+def schedule_injective(outs: Sequence[Tensor], target: Target, knobs: Knobs | None = None,
                        root_tags: Sequence[str] = ()) -> Schedule:
     """Generic schedule for a group of elementwise / broadcast / injective ops.
 
     Stages tagged with one of `root_tags` (small tables such as per-channel factors) are
     computed once at root instead of being inlined into every output element."""
+    k = resolve_knobs(InjectiveKnobs, knobs, outs, target)
     s = te.create_schedule([t.op for t in outs])
     inline_injective(s, root_tags)
     for t in outs:
-        schedule_flat(s[t], target, str(t.dtype))
+        schedule_flat(s[t], target, str(t.dtype), k)
     for stage in s.stages:
         if isinstance(stage.op, ComputeOp) and stage.op.tag in root_tags and \
                 not stage.is_output and not stage.op.reduce_axis:
-            schedule_flat(stage, target, str(stage.op.output(0).dtype))
+            schedule_flat(stage, target, str(stage.op.output(0).dtype), k)
     return s
 
 
@@ -151,15 +207,16 @@ def reduction_layout(op: ComputeOp, body: tuple[Expr, ...]) -> tuple[str, IterVa
 # ------------------------------------------------------------------------------------------
 # reduction stages
 def schedule_reduction_stage(stage: Stage, target: Target, dtype: str = "float32",
-                             body: tuple[Expr, ...] | None = None, parallel: bool = True
-                             ) -> IterVar | None:
-    """Vectorize one reduction stage (see the module docstring) and make its spatial loops
-    one outer loop, parallel when the stage is big and `parallel`; returns that loop."""
+                             body: tuple[Expr, ...] | None = None, parallel: bool = True,
+                             bits: int | None = None) -> IterVar | None:
+    """Vectorize one reduction stage (see the module docstring) with vectors of `bits`
+    (default: the target's) and make its spatial loops one outer loop, parallel when the
+    stage is big and `parallel`; returns that loop."""
     op = stage.op
     assert isinstance(op, ComputeOp) and op.reduce_axis
     s = stage.schedule
     layout, k = reduction_layout(op, body if body is not None else op.body)
-    lanes = vector_lanes(target, dtype)
+    lanes = vector_lanes(target, dtype, bits)
     axes = list(op.axis)
     big = parallel and _big(stage)  # before rfactor shortens the reduction
     if layout == "inner" and k is not None and lanes > 1 and _extent(k) >= 2 * lanes:
@@ -222,20 +279,20 @@ def _attach_depth(consumer: Stage, body: tuple[Expr, ...], producers: list[Stage
 def _schedule_epilogue(s: Schedule, stage: Stage, body: tuple[Expr, ...],
                        attached: list[Stage], layouts: dict[Stage, str], target: Target,
                        work: int, outer_of: dict[Stage, IterVar | None],
-                       big_of: dict[Stage, bool]) -> None:
+                       big_of: dict[Stage, bool], k: ReductionKnobs) -> None:
     """Schedule an elementwise output stage and compute `attached` reductions in its loop."""
     axes = list(stage.op.axis)  # type: ignore[attr-defined]
     direct = [r for r in attached if _reads(body, r)]
     depth = _attach_depth(stage, body, direct) if direct else 0
-    lanes = vector_lanes(target, str(stage.op.output(0).dtype))
+    lanes = vector_lanes(target, str(stage.op.output(0).dtype), k.vector_bits)
     if not attached or depth == 0:
-        outer = schedule_flat(stage, target, str(stage.op.output(0).dtype))
+        outer = schedule_flat(stage, target, str(stage.op.output(0).dtype), k)
         for r in attached:  # computed whole, before the epilogue, with their own threads
             r.compute_root()
             r_outer = outer_of[r]
-            if r_outer is not None and big_of[r]:
+            if r_outer is not None and big_of[r] and k.parallel:
                 r.parallel(r_outer)
-        if outer is not None and work >= PARALLEL_MIN_ELEMENTS:
+        if outer is not None and work >= PARALLEL_MIN_ELEMENTS and k.parallel:
             stage.parallel(outer)
         return
     if depth < len(axes):  # a row of outputs shares each reduced value
@@ -253,12 +310,14 @@ def _schedule_epilogue(s: Schedule, stage: Stage, body: tuple[Expr, ...],
         outer = stage.fuse(*axes) if len(axes) > 1 else axes[0]
     for r in attached:
         r.compute_at(stage, outer)
-    if work >= PARALLEL_MIN_ELEMENTS:
+    if work >= PARALLEL_MIN_ELEMENTS and k.parallel:
         stage.parallel(outer)
 
 
-def schedule_reduction(outs: Sequence[Tensor], target: Target) -> Schedule:
+def schedule_reduction(outs: Sequence[Tensor], target: Target, knobs: Knobs | None = None
+                       ) -> Schedule:
     """Generic schedule for a reduction with fused elementwise prologue and epilogue."""
+    k = resolve_knobs(ReductionKnobs, knobs, outs, target)
     s = te.create_schedule([t.op for t in outs])
     inline_injective(s)
     bodies = inline_bodies(s)
@@ -285,7 +344,8 @@ def schedule_reduction(outs: Sequence[Tensor], target: Target) -> Schedule:
         if alone:
             attach_to.setdefault(owners[0], []).append(r)
         outer_of[r] = schedule_reduction_stage(r, target, str(r.op.output(0).dtype), bodies[r],
-                                               parallel=not alone)
+                                               parallel=not alone and k.parallel,
+                                               bits=k.vector_bits)
     for t, st in zip(outs, out_stages):
         if st in reductions:
             continue
@@ -295,5 +355,5 @@ def schedule_reduction(outs: Sequence[Tensor], target: Target) -> Schedule:
             total *= _extent(iv)
         work = max([total] + [work_of[r] for r in attached])
         _schedule_epilogue(s, st, bodies[st], attached, layouts, target, work, outer_of,
-                           big_of)
+                           big_of, k)
     return s

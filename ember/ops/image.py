@@ -35,12 +35,16 @@ F32 = np.float32
 
 @dataclass(frozen=True)
 class AxisPlan:
-    """How one axis is resized: sizes, the scale used for coordinates and the roi."""
+    """How one axis is resized: sizes, the scale used for coordinates and the roi.
+
+    `length` is the resized length as a real number (ONNX's `length_resized`, which
+    align_corners divides by): scale * in_dim when `scales` is given, out_dim for `sizes`."""
 
     in_dim: int
     out_dim: int
     scale: float
     roi: tuple[float, float]
+    length: float = 0.0
 
     def identity(self, coordinate_mode: str) -> bool:
         return (self.in_dim == self.out_dim and self.scale == 1.0
@@ -82,22 +86,27 @@ def resize_plan(a: Attrs, shape: Shape) -> list[AxisPlan]:
     roi = _floats(a.get("roi"))
     if roi and len(roi) != 2 * len(axes):
         raise ShapeError(f"Resize: roi {roi} must have {2 * len(axes)} entries")
-    plan = [AxisPlan(d, d, 1.0, (0.0, 1.0)) for d in shape]
+    plan = [AxisPlan(d, d, 1.0, (0.0, 1.0), float(d)) for d in shape]
     policy = a["keep_aspect_ratio_policy"]
     if sizes and policy != "stretch":
         ratios = [F32(s) / F32(shape[k]) for s, k in zip(sizes, axes)]
         common = F32(min(ratios) if policy == "not_larger" else max(ratios))
         outs = [math.floor(float(common * F32(shape[k])) + 0.5) for k in axes]
         factors = [float(common)] * len(axes)
+        lengths = [float(o) for o in outs]
     elif sizes:
         outs = [int(s) for s in sizes]
         factors = [float(F32(s) / F32(shape[k])) for s, k in zip(sizes, axes)]
+        lengths = [float(o) for o in outs]
     else:
         outs = [int(F32(shape[k]) * F32(s)) for s, k in zip(scales, axes)]
         factors = [float(F32(s)) for s in scales]
+        # float32 rounding of a scale (0.6 * 5 = 3.0000001) must not move sampling points
+        lengths = [f * shape[k] if abs(f * shape[k] - o) > 1e-6 * o else float(o)
+                   for f, k, o in zip(factors, axes, outs)]
     for n, k in enumerate(axes):
         window = (roi[n], roi[n + len(axes)]) if roi else (0.0, 1.0)
-        plan[k] = AxisPlan(shape[k], outs[n], factors[n], window)
+        plan[k] = AxisPlan(shape[k], outs[n], factors[n], window, lengths[n])
     return plan
 
 
@@ -115,9 +124,10 @@ def source_coordinate(mode: str, x: Expr, p: AxisPlan) -> Expr:
         case "pytorch_half_pixel":
             return (xf + 0.5) / scale - 0.5 if p.out_dim > 1 else te.const(0.0)
         case "align_corners":
+            # the spec divides by length_resized - 1, fractional when it comes from a scale
             if p.out_dim == 1:
                 return te.const(0.0)
-            return xf * float(p.in_dim - 1) / float(p.out_dim - 1)
+            return xf * float((p.in_dim - 1) / (p.length - 1))
         case "asymmetric":
             return xf / scale
         case "tf_half_pixel_for_nn":

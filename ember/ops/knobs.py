@@ -3,22 +3,27 @@
 Every schedule with a choice declares it as a frozen dataclass subclassing `Knobs`:
 
     @dataclass(frozen=True)
-    class DenseKnobs(Knobs):
-        mr: int = 8
-        nr: int = 32
+    class PoolKnobs(Knobs):
+        ow_tile: int = 1
 
         @classmethod
         def space(cls, task: Task) -> Space:      # the enumerable choices for this task
-            return Space({"mr": (4, 6, 8), "nr": (16, 32, 48)})
+            return Space({"ow_tile": up_to(width_of(task), 32)})
 
         @classmethod
-        def default(cls, task: Task) -> "DenseKnobs":   # a heuristic over target facts
-            return cls(mr=8, nr=2 * task.target.vector_lanes("float32"))
+        def default(cls, task: Task) -> PoolKnobs:   # a heuristic over target facts
+            return cls(min(width_of(task), task.target.vector_lanes("float32")))
 
-A schedule is `schedule(outs, target, knobs)`; the op's `OpDef.knobs` names the class.
-The tuner searches `space(task)`, the tuning database stores `knobs.to_dict()`, and
-`ember.compile(..., knobs=...)` applies what it found. No schedule reads process state:
-thread count, vector width and cache sizes come from the target.
+        def check(self, task: Task) -> None:      # what the schedule cannot honour
+            in_range(self, "ow_tile", 1, width_of(task), "output columns")
+
+A schedule is `schedule(outs, target, knobs)` and starts with
+`k = resolve_knobs(PoolKnobs, knobs, outs, target)` (the default when None; wrong family or
+values raise ScheduleError); the op's `OpDef.knobs` names the class (ops with the generic
+schedules: InjectiveKnobs / ReductionKnobs, see `OpDef.knob_family`). The tuner searches
+`space(task)`, the tuning database stores `knobs.to_dict()`, and `ember.compile(...,
+knobs=...)` applies what it found. No schedule reads process state: thread count
+(`Task.threads`, the target's -num-cores), vector width and cache sizes come from the target.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import random
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -34,7 +39,7 @@ from ember.errors import ScheduleError
 
 if TYPE_CHECKING:
     from ember.target import Target
-    from ember.te.tensor import Tensor
+    from ember.te.tensor import ComputeOp, Tensor
 
 K = TypeVar("K", bound="Knobs")
 
@@ -52,6 +57,20 @@ class Task:
     @property
     def threads(self) -> int:
         return self.target.num_cores
+
+    def find(self, *tags: str) -> ComputeOp | None:
+        """The first compute stage (outputs first) whose tag is one of `tags`; a tag that
+        starts with "." matches as a suffix ("." + "rec" finds "LSTM.rec")."""
+        from ember.te.graph import post_order
+        from ember.te.tensor import ComputeOp
+
+        exact = {t for t in tags if not t.startswith(".")}
+        suffixes = tuple(t for t in tags if t.startswith("."))
+        for op in reversed(post_order([t.op for t in self.outs])):
+            if isinstance(op, ComputeOp) and (op.tag in exact or
+                                              (suffixes and op.tag.endswith(suffixes))):
+                return op
+        return None
 
 
 @dataclass(frozen=True)
@@ -103,6 +122,14 @@ class Knobs:
         """The heuristic choice for `task`, from the target's facts."""
         return cls()
 
+    def check(self, task: Task) -> None:
+        """Raise ScheduleError (via `self.reject`) for a value the schedule cannot honour
+        for `task`; values outside `space` that it can honour are allowed."""
+
+    def reject(self, name: str, why: str) -> ScheduleError:
+        """The error for knob `name` of these knobs: what it is and why it cannot be."""
+        return ScheduleError(f"{self.family()}: knob {name}={getattr(self, name)!r} {why}")
+
     def to_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
 
@@ -137,10 +164,39 @@ def check_knobs(cls: type[Knobs], knobs: Knobs | None, where: str) -> None:
                             f"{type(knobs).__name__}")
 
 
+def resolve_knobs(cls: type[K], knobs: Knobs | None, outs: Sequence[Tensor],
+                  target: Target, op: str = "", attrs: Mapping[str, Any] | None = None) -> K:
+    """The knobs a schedule of family `cls` runs with: `knobs` checked (family and values),
+    or the family's default for the task when None."""
+    task = Task(tuple(outs), target, op, dict(attrs or {}))
+    check_knobs(cls, knobs, f"op '{op}'" if op else "schedule")
+    chosen = cls.default(task) if knobs is None else knobs
+    chosen.check(task)
+    return chosen  # type: ignore[return-value]
+
+
+def in_range(knobs: Knobs, name: str, lo: int, hi: int, what: str) -> None:
+    """Reject knob `name` unless lo <= value <= hi (`what` names the bound's meaning)."""
+    value = getattr(knobs, name)
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise knobs.reject(name, f"is outside [{lo}, {hi}] ({what})")
+
+
+def only(knobs: Knobs, name: str, allowed: tuple[Any, ...], why: str) -> None:
+    """Reject knob `name` unless its value is one of `allowed` (`why`: for which case)."""
+    if getattr(knobs, name) not in allowed:
+        raise knobs.reject(name, f"must be one of {allowed} {why}")
+
+
 def divisors(n: int, limit: int | None = None) -> tuple[int, ...]:
     """The divisors of n up to `limit` (tile sizes without tails), ascending."""
     top = n if limit is None else min(n, limit)
     return tuple(d for d in range(1, top + 1) if n % d == 0)
+
+
+def up_to(n: int, limit: int) -> tuple[int, ...]:
+    """1 .. min(n, limit): tile sizes where a tail tile is allowed."""
+    return tuple(range(1, max(1, min(n, limit)) + 1))
 
 
 def powers_of_two(lo: int, hi: int) -> tuple[int, ...]:
@@ -152,6 +208,6 @@ def powers_of_two(lo: int, hi: int) -> tuple[int, ...]:
     return tuple(out)
 
 
-__all__ = ["Knobs", "NoKnobs", "Space", "Task", "check_knobs", "divisors", "knobs_at",
-           "powers_of_two"]
+__all__ = ["Knobs", "NoKnobs", "Space", "Task", "check_knobs", "divisors", "in_range",
+           "knobs_at", "only", "powers_of_two", "resolve_knobs", "up_to"]
 

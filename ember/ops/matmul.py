@@ -10,16 +10,19 @@ from dataclasses import dataclass
 
 from ember import te
 from ember.errors import ShapeError
+from ember.ops.knobs import Knobs, Space, Task, in_range, only, resolve_knobs
+from ember.target import Target
 from ember.te.schedule import Schedule
 
 
 @dataclass(frozen=True)
-class MatmulKnobs:
-    """Tunable choices of the x86 matmul schedule, with defaults for AVX-512.
+class MatmulKnobs(Knobs):
+    """Choices of the x86 matmul schedule.
 
     Loop nest (BLIS order): jc (nc columns) / ko (kc of k) / ic (mc rows) / jr (nr) /
     ir (mr) / ki / ii (unrolled) / ji (vectorized). The B block kc x nc stays in L2,
-    the B micro-panel kc x nr in L1, and the mr x nr tile of C in registers.
+    the B micro-panel kc x nr in L1, and the mr x nr tile of C in registers; nr is the
+    panel width of the packed B (fixed by `matmul`).
     """
 
     mr: int = 8          # rows of the register tile
@@ -28,6 +31,30 @@ class MatmulKnobs:
     mc: int = 128        # rows per L2 block of A
     nc: int = 512        # columns per L2 block of B
     parallel: bool = True
+
+    @classmethod
+    def space(cls, task: Task) -> Space:
+        nr = _panel(task)
+        return Space({"mr": (2, 4, 6, 8, 12, 16), "nr": (nr,), "kc": (64, 128, 256, 512, 1024),
+                      "mc": (32, 64, 128, 256), "nc": (128, 256, 512, 1024, 2048),
+                      "parallel": (False, True)})
+
+    @classmethod
+    def default(cls, task: Task) -> MatmulKnobs:
+        return cls(nr=_panel(task))
+
+    def check(self, task: Task) -> None:
+        only(self, "nr", (_panel(task),), "(the panel width of the packed B)")
+        for name in ("mr", "kc", "mc", "nc"):
+            in_range(self, name, 1, 1 << 20, "a positive block size")
+
+
+def _panel(task: Task) -> int:
+    """The panel width of the packed B that the task's C reads (see `matmul`)."""
+    for t in task.outs[0].op.input_tensors():  # type: ignore[attr-defined]
+        if len(t.shape) == 3:
+            return int(t.shape[-1].value)  # type: ignore[attr-defined]
+    raise ShapeError("MatmulKnobs: the task's C reads no packed B (see matmul())")
 
 
 def matmul(M: int, N: int, K: int, dtype: str = "float32", nr: int = 32
@@ -48,11 +75,12 @@ def matmul(M: int, N: int, K: int, dtype: str = "float32", nr: int = 32
     return A, B, Bp, C  # type: ignore[return-value]
 
 
-def schedule_matmul_x86(C: te.Tensor, Bp: te.Tensor, knobs: MatmulKnobs = MatmulKnobs(),
-                        threads: int | None = None) -> Schedule:
-    """Cache-blocked, register-tiled, vectorized and parallel schedule of `matmul`."""
-    from ember.runtime.threadpool import num_threads
-
+def schedule_matmul_x86(C: te.Tensor, Bp: te.Tensor, target: Target | str = "llvm",
+                        knobs: Knobs | None = None) -> Schedule:
+    """Cache-blocked, register-tiled, vectorized and parallel schedule of `matmul`; the
+    threads are the target's (`-num-cores`)."""
+    tgt = Target(target)
+    knobs = resolve_knobs(MatmulKnobs, knobs, [C], tgt)
     s = te.create_schedule(C.op)
     i, j = C.op.axis
     (k,) = C.op.reduce_axis
@@ -69,7 +97,7 @@ def schedule_matmul_x86(C: te.Tensor, Bp: te.Tensor, knobs: MatmulKnobs = Matmul
     s[C].unroll(ii)
     s[C].vectorize(ji)
     if knobs.parallel:
-        workers = threads or num_threads()
+        workers = tgt.num_cores
         s[C].parallel(ic if -(-M // mc) >= workers else jr)
     p, _, c = Bp.op.axis
     s[Bp].vectorize(c)

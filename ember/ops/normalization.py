@@ -15,7 +15,8 @@ from ember import te
 from ember.errors import ShapeError, UnsupportedOpError
 from ember.types import TensorType
 from ember.ops.elementwise import FLOATS, broadcast_shape, check_kinds, const_like, shape_of
-from ember.ops.generic import schedule_injective
+from ember.ops.generic import InjectiveKnobs, schedule_injective
+from ember.ops.knobs import Knobs
 from ember.ops.reduction import normalize_axes, normalize_axis, reduce_compute
 from ember.ops.registry import Attrs, OpDef, Pattern
 from ember.target import Target
@@ -104,9 +105,10 @@ def _batch_norm(attrs: Attrs, tensors: Sequence[Tensor | None]) -> list[Tensor]:
     return [out]  # type: ignore[list-item]
 
 
-def _schedule_batch_norm(outs: Sequence[Tensor], target: Target) -> Schedule:
+def _schedule_batch_norm(outs: Sequence[Tensor], target: Target, knobs: Knobs | None = None
+                         ) -> Schedule:
     """Per-channel factors once at root; everything else inlined into the flat outputs."""
-    return schedule_injective(outs, target, root_tags=("bn_channel",))
+    return schedule_injective(outs, target, knobs, root_tags=("bn_channel",))
 
 
 # ------------------------------------------------------------------------------------------
@@ -242,9 +244,12 @@ def _lp_norm(attrs: Attrs, tensors: Sequence[Tensor | None]) -> list[Tensor]:
     norm = reduce_compute(x, (axis,), True, te.sum, prologue, name="lpnorm_sum",
                           tag="LpNormalization")
 
+    zero = te.const(0, x.dtype)
+
     def body(*i: Expr) -> Expr:
+        # a row whose norm is 0 is all zeros and stays so (not 0 / 0)
         n = norm[_row(i, (axis,))]
-        return x[i] / (n if p == 1 else te.sqrt(n))
+        return te.if_then_else(n == zero, zero, x[i] / (n if p == 1 else te.sqrt(n)))
 
     return [te.compute(shape, body, name="lpnormalization",  # type: ignore[list-item]
                        tag="LpNormalization")]
@@ -254,7 +259,8 @@ OPS: dict[str, OpDef] = {
     "BatchNormalization": OpDef(
         "BatchNormalization", ("X", "scale", "B", "input_mean", "input_var"),
         _infer_batch_norm, _batch_norm, Pattern.BROADCAST, _schedule_batch_norm,
-        attrs={"epsilon": 1e-5, "momentum": 0.9, "training_mode": 0, "spatial": 1}),
+        attrs={"epsilon": 1e-5, "momentum": 0.9, "training_mode": 0, "spatial": 1},
+        knobs=InjectiveKnobs),
     "LayerNormalization": OpDef(
         "LayerNormalization", ("X", "Scale", "B"), _infer_layer_norm, _layer_norm,
         Pattern.REDUCTION, attrs={"axis": -1, "epsilon": 1e-5, "stash_type": 1},

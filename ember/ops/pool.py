@@ -8,13 +8,15 @@ computes the window reduction per output-row tile, vectorized over the output wi
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from ember import dtype as dt
 from ember import te
 from ember.errors import ShapeError, UnsupportedOpError
 from ember.types import TensorType
-from ember.ops.conv import extent, find_stage, resolve_pads, shape_of, spatial_attr
-from ember.ops.generic import inline_injective, schedule_reduction
+from ember.ops.conv import find_stage, resolve_pads, shape_of, spatial_attr
+from ember.ops.generic import inline_injective, schedule_reduction, vector_lanes
+from ember.ops.knobs import Knobs, Space, Task, in_range, resolve_knobs, up_to
 from ember.ops.registry import REQUIRED, Attrs, OpDef, Pattern
 from ember.target import Target
 from ember.te.schedule import Schedule
@@ -59,18 +61,21 @@ def _geometry(attrs: Attrs, xs: Sequence[int]
     return kernel, strides, dilations, pads, out
 
 
-def _infer_pool(attrs: Attrs, inputs: Sequence[TensorType | None]) -> list[TensorType]:
+def _infer_pool(attrs: Attrs, inputs: Sequence[TensorType | None],
+                integers: bool = True) -> list[TensorType]:
+    """Y (and MaxPool's Indices); MaxPool takes 8-bit integers too, the others floats."""
     x = inputs[0]
     assert x is not None
-    if not x.dtype.is_float:
-        raise ShapeError(f"input X must be a float tensor, got {x.dtype}")
+    if not (x.dtype.is_float or integers and x.dtype.is_int and x.dtype.bits == 8):
+        kinds = "a float or 8-bit integer tensor" if integers else "a float tensor"
+        raise ShapeError(f"input X must be {kinds}, got {x.dtype}")
     *_, out = _geometry(attrs, x.shape)
     y = TensorType((x.shape[0], x.shape[1], *out), x.dtype)
     return [y, TensorType(y.shape, dt.parse("int64"))]
 
 
 def _infer_one(attrs: Attrs, inputs: Sequence[TensorType | None]) -> list[TensorType]:
-    return _infer_pool(attrs, inputs)[:1]
+    return _infer_pool(attrs, inputs, integers=False)[:1]
 
 
 class _Window:
@@ -261,11 +266,49 @@ def _compute_lppool(attrs: Attrs, inputs: Sequence[Tensor | None]) -> list[Tenso
                        tag="LpPool.out")]
 
 
-def schedule_pool(outs: Sequence[Tensor], target: Target, ow_tile: int | None = None
+@dataclass(frozen=True)
+class PoolKnobs(Knobs):
+    """ow_tile: outputs of the last dimension per vector step of a pool (default: the vector
+    width); the `rows` stage of a separable pool is vectorized by row_tile the same way."""
+
+    ow_tile: int = 1
+    row_tile: int = 1
+
+    @classmethod
+    def space(cls, task: Task) -> Space:
+        width, rows, lanes = _pool_task(task)
+        return Space({"ow_tile": up_to(width, 2 * lanes),
+                      "row_tile": up_to(rows, 2 * lanes) if rows else (1,)})
+
+    @classmethod
+    def default(cls, task: Task) -> PoolKnobs:
+        width, rows, lanes = _pool_task(task)
+        return cls(min(lanes, width), min(lanes, rows) if rows else 1)
+
+    def check(self, task: Task) -> None:
+        width, rows, _ = _pool_task(task)
+        in_range(self, "ow_tile", 1, width, "output columns")
+        in_range(self, "row_tile", 1, max(rows, 1), "columns of the separable rows stage")
+
+
+def _pool_task(task: Task) -> tuple[int, int, int]:
+    """(output width, width of the separable rows stage (0: none), vector lanes)."""
+    pool = task.find(*POOL_TAGS)
+    if (pool is None or len(task.outs) != 1
+            or shape_of(task.outs[0]) != shape_of(pool.outputs[0])):
+        return 1, 0, 1  # the generic reduction schedule runs instead: no choice here
+    rows = task.find(*(f"{t}.rows" for t in POOL_TAGS))
+    lanes = vector_lanes(task.target, str(pool.outputs[0].dtype))
+    return (shape_of(pool.outputs[0])[-1], shape_of(rows.outputs[0])[-1] if rows else 0,
+            lanes)
+
+
+def schedule_pool(outs: Sequence[Tensor], target: Target, knobs: Knobs | None = None
                   ) -> Schedule:
     """Parallel over output rows (N * C * leading output dims); per row, the `rows` stage of
     a separable pool vectorized over the padded width, then per tile of `ow_tile` outputs
-    (default: the vector width) the last dimension's taps, vectorized over the outputs."""
+    the last dimension's taps, vectorized over the outputs (see PoolKnobs)."""
+    k = resolve_knobs(PoolKnobs, knobs, outs, target)
     s = te.create_schedule([t.op for t in outs])
     inline_injective(s)
     pool = find_stage(s, POOL_TAGS)
@@ -277,10 +320,7 @@ def schedule_pool(outs: Sequence[Tensor], target: Target, ow_tile: int | None = 
         return schedule_reduction(outs, target)
     out = s[outs[0]]
     n, c, *sp = out.op.axis  # type: ignore[attr-defined]
-    width = extent(sp[-1])
-    lanes = target.vector_lanes(pool.op.outputs[0].dtype)
-    tile = ow_tile or min(lanes, width)
-    wo, wi = out.split(sp[-1], tile)
+    wo, wi = out.split(sp[-1], k.ow_tile)
     plane = out.fuse(n, c)
     out.parallel(plane)
     out.vectorize(wi)
@@ -291,7 +331,7 @@ def schedule_pool(outs: Sequence[Tensor], target: Target, ow_tile: int | None = 
     if rows is not None:
         rows.compute_at(out, plane)
         rw = rows.op.axis[-1]  # type: ignore[attr-defined]
-        rwo, rwi = rows.split(rw, min(lanes, extent(rw)))
+        rwo, rwi = rows.split(rw, k.row_tile)
         rows.reorder(rwo, *rows.op.reduce_axis, rwi)  # type: ignore[attr-defined]
         rows.vectorize(rwi)
     return s
@@ -345,12 +385,13 @@ _WINDOW = {"auto_pad": "NOTSET", "ceil_mode": 0, "dilations": None, "kernel_shap
 
 OPS: dict[str, OpDef] = {
     "MaxPool": OpDef("MaxPool", ("X",), _infer_pool, _compute_maxpool, Pattern.OUT_FUSABLE,
-                     schedule_pool, attrs={**_WINDOW, "storage_order": 0}, num_outputs=2),
+                     schedule_pool, attrs={**_WINDOW, "storage_order": 0}, num_outputs=2,
+                     knobs=PoolKnobs),
     "AveragePool": OpDef("AveragePool", ("X",), _infer_one, _compute_avgpool,
                          Pattern.OUT_FUSABLE, schedule_pool,
-                         attrs={**_WINDOW, "count_include_pad": 0}),
+                         attrs={**_WINDOW, "count_include_pad": 0}, knobs=PoolKnobs),
     "LpPool": OpDef("LpPool", ("X",), _infer_one, _compute_lppool, Pattern.OUT_FUSABLE,
-                    schedule_pool, attrs={**_WINDOW, "p": 2}),
+                    schedule_pool, attrs={**_WINDOW, "p": 2}, knobs=PoolKnobs),
     "GlobalAveragePool": _global("GlobalAveragePool"),
     "GlobalMaxPool": _global("GlobalMaxPool"),
 }

@@ -301,19 +301,30 @@ def _softmax(log: bool) -> Callable[[Attrs, Sequence[Tensor | None]], list[Tenso
         shape = shape_of(x)
         axis = normalize_axis(int(attrs["axis"]), len(shape), name)
         m = reduce_compute(x, (axis,), True, te.max, name=f"{name.lower()}_max", tag=name)
+        # float16 rows are exponentiated and summed in float32 and rounded once at the end
+        # (a float16 sum of the exponentials drifts by units in the last place)
+        wide = x.dtype == dt.float16
 
         def row(i: Sequence[Expr]) -> tuple[Expr, ...]:
             return tuple(const(0) if d == axis else v for d, v in enumerate(i))
 
-        shifted = te.compute(shape, lambda *i: x[i] - m[row(i)], name=f"{name.lower()}_shift")
+        def fshift(*i: Expr) -> Expr:
+            if wide:
+                return x[i].astype(dt.float32) - m[row(i)].astype(dt.float32)
+            return x[i] - m[row(i)]
+
+        def narrow(e: Expr) -> Expr:
+            return e.astype(x.dtype) if wide else e
+
+        shifted = te.compute(shape, fshift, name=f"{name.lower()}_shift")
         total = reduce_compute(shifted, (axis,), True, te.sum, te.exp,  # type: ignore[arg-type]
                                name=f"{name.lower()}_sum", tag=name)
         if log:
-            out = te.compute(shape, lambda *i: shifted[i] - te.log(total[row(i)]),
+            out = te.compute(shape, lambda *i: narrow(shifted[i] - te.log(total[row(i)])),
                              name="logsoftmax", tag=name)
         else:
-            out = te.compute(shape, lambda *i: te.exp(shifted[i]) * (
-                const_like(1, shifted[i]) / total[row(i)]), name="softmax", tag=name)
+            out = te.compute(shape, lambda *i: narrow(te.exp(shifted[i]) * (
+                const_like(1, shifted[i]) / total[row(i)])), name="softmax", tag=name)
         return [out]  # type: ignore[list-item]
 
     return compute

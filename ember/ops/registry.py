@@ -37,7 +37,7 @@ class Pattern(IntEnum):
 Attrs = Mapping[str, Any]
 InferFn = Callable[[Attrs, Sequence["TensorType | None"]], list["TensorType"]]
 ComputeFn = Callable[[Attrs, Sequence["te.Tensor | None"]], list["te.Tensor"]]
-ScheduleFn = Callable[[Sequence["te.Tensor"], "Target"], "Schedule"]
+ScheduleFn = Callable[[Sequence["te.Tensor"], "Target", "Knobs | None"], "Schedule"]
 
 
 @dataclass(frozen=True)
@@ -46,8 +46,9 @@ class OpDef:
 
     infer(attrs, input_types) -> output types (raise ShapeError on bad shapes);
     compute(attrs, input_tensors) -> output te tensors (tag the main stage with the op name);
-    schedule(outputs, target) -> Schedule for a fused group whose anchor is this op
-    (None: the generic schedule for the op's pattern).
+    schedule(outputs, target, knobs) -> Schedule for a fused group whose anchor is this op
+    (None: the generic schedule for the op's pattern), with knobs of the family `knobs`
+    (None: the family's default for the group).
     """
 
     name: str
@@ -59,7 +60,21 @@ class OpDef:
     attrs: Mapping[str, Any] = field(default_factory=dict)   # defaults; REQUIRED = no default
     attr_inputs: tuple[str, ...] = ()       # inputs that must be constants -> attributes
     num_outputs: int = 1
-    knobs: type[Knobs] | None = None        # the schedule's knob family (None: none declared)
+    knobs: type[Knobs] | None = None        # the schedule's knob family (None: the generic
+                                            # schedule's, by pattern; see knob_family)
+
+    def knob_family(self) -> type[Knobs]:
+        """The knob class of this op's schedule: `knobs`, else the generic schedule's."""
+        from ember.ops.generic import InjectiveKnobs, ReductionKnobs
+        from ember.ops.knobs import NoKnobs
+
+        if self.knobs is not None:
+            return self.knobs
+        if self.schedule is None and self.pattern <= Pattern.INJECTIVE:
+            return InjectiveKnobs
+        if self.schedule is None and self.pattern == Pattern.REDUCTION:
+            return ReductionKnobs
+        return NoKnobs
 
     def complete_attrs(self, attrs: Mapping[str, Any], node: str = "") -> dict[str, Any]:
         """Fill defaults; reject unknown attributes and missing required ones."""

@@ -12,12 +12,14 @@ entry's sequence_lens keep their state and output zeros.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from ember import te
-from ember.errors import ShapeError, UnsupportedOpError
+from ember.errors import ScheduleError, ShapeError, UnsupportedOpError
 from ember.types import TensorType
 from ember.ops.conv_common import extent, pick_tile, shape_of
 from ember.ops.generic import schedule_flat
+from ember.ops.knobs import Knobs, Space, Task, in_range, resolve_knobs, up_to
 from ember.ops.registry import Attrs, OpDef, Pattern
 from ember.target import Target
 from ember.te.schedule import Schedule, Stage
@@ -379,19 +381,53 @@ _KEEP = ("RNN.init", "LSTM.cell", "GRU.cell", "LSTM.pack", "GRU.pack", "GRU.rese
          "LSTM.input_bias", "GRU.input_bias")
 
 
-def _schedule_projection(s: Schedule, out: Stage, mm: Stage, target: Target) -> None:
+@dataclass(frozen=True)
+class RNNKnobs(Knobs):
+    """Choices of the LSTM / GRU schedule: rows of the input projection's register tile
+    (x 32 columns); parallel_projection / parallel_recurrent: run the input projection /
+    the recurrent product of each step on the threads where it is big enough
+    (PROJECTION_PARALLEL_MIN / RECURRENT_PARALLEL_MIN multiply-adds), else never."""
+
+    rows: int = 1
+    parallel_projection: bool = True
+    parallel_recurrent: bool = True
+
+    @classmethod
+    def space(cls, task: Task) -> Space:
+        return Space({"rows": up_to(_projection_rows(task), 2 * INPUT_ROWS),
+                      "parallel_projection": (False, True),
+                      "parallel_recurrent": (False, True)})
+
+    @classmethod
+    def default(cls, task: Task) -> RNNKnobs:
+        rows = _projection_rows(task)
+        tile = pick_tile(rows, INPUT_ROWS)
+        if tile < INPUT_ROWS // 2 and rows > INPUT_ROWS:
+            tile = INPUT_ROWS
+        return cls(tile, True, True)
+
+    def check(self, task: Task) -> None:
+        in_range(self, "rows", 1, _projection_rows(task), "rows of the input projection")
+
+
+def _projection_rows(task: Task) -> int:
+    """Rows (steps x batch) of the input projection of an LSTM / GRU group."""
+    stage = task.find(".input_bias")
+    if stage is None:
+        raise ScheduleError("RNNKnobs: no input projection (LSTM / GRU) in the task")
+    return shape_of(stage.outputs[0])[0]
+
+
+def _schedule_projection(s: Schedule, out: Stage, mm: Stage, k: RNNKnobs) -> None:
     """The input projection as a register-tiled GEMM: per panel of 32 columns (parallel),
-    row tiles of 8 x 32 accumulators over all of k, the bias added on the tile."""
+    row tiles of `k.rows` x 32 accumulators over all of k, the bias added on the tile."""
     rows, cols = out.op.axis  # type: ignore[attr-defined]
     width = min(INPUT_PANEL, extent(cols))
-    tile = pick_tile(extent(rows), INPUT_ROWS)
-    if tile < INPUT_ROWS // 2 and extent(rows) > INPUT_ROWS:
-        tile = INPUT_ROWS
     co, ci = out.split(cols, width)
-    ro, ri = out.split(rows, tile)
+    ro, ri = out.split(rows, k.rows)
     out.reorder(co, ro, ri, ci)
     work = extent(rows) * extent(cols) * extent(mm.op.reduce_axis[0])  # type: ignore
-    if work >= PROJECTION_PARALLEL_MIN:
+    if work >= PROJECTION_PARALLEL_MIN and k.parallel_projection:
         out.parallel(co)
     out.vectorize(ci)
     mm.compute_at(out, ro)
@@ -401,9 +437,11 @@ def _schedule_projection(s: Schedule, out: Stage, mm: Stage, target: Target) -> 
     mm.vectorize(mc)
 
 
-def schedule_rnn(outs: Sequence[Tensor], target: Target) -> Schedule:
+def schedule_rnn(outs: Sequence[Tensor], target: Target, knobs: Knobs | None = None
+                 ) -> Schedule:
     """The input projection (a GEMM) before the scan; per step the recurrent product over
     blocks of 32 hidden units (the gates unrolled, R streamed once), then the cell."""
+    k = resolve_knobs(RNNKnobs, knobs, outs, target)
     s = te.create_schedule([t.op for t in outs])
     for stage in s.stages:
         op = stage.op
@@ -421,7 +459,7 @@ def schedule_rnn(outs: Sequence[Tensor], target: Target) -> Schedule:
             mm = [t for t in s.stages if t.op in [x.op for x in op.input_tensors()]
                   and isinstance(t.op, ComputeOp) and t.op.tag.endswith(".input")]
             if mm:
-                _schedule_projection(s, stage, mm[0], target)
+                _schedule_projection(s, stage, mm[0], k)
             else:
                 schedule_flat(stage, target, str(op.outputs[0].dtype))
         elif tag.endswith((".rec", ".rec_h")):
@@ -437,7 +475,7 @@ def schedule_rnn(outs: Sequence[Tensor], target: Target) -> Schedule:
             stage.vectorize(ji)
             work = extent(j) * extent(op.reduce_axis[0]) * (extent(lead[-1]) if len(lead) == 3
                                                              else 1)
-            if work >= RECURRENT_PARALLEL_MIN and extent(j) > block:
+            if work >= RECURRENT_PARALLEL_MIN and extent(j) > block and k.parallel_recurrent:
                 # each thread keeps its slice of the recurrent weights in its own cache:
                 # one contiguous share per thread, the same one on every step
                 stage.parallel(jo)
@@ -458,9 +496,9 @@ def _rnn_attrs(extra: dict[str, object]) -> dict[str, object]:
 
 OPS: dict[str, OpDef] = {
     "LSTM": OpDef("LSTM", ("X", "W", "R", "B", "sequence_lens", "initial_h", "initial_c", "P"),
-                  _infer("LSTM"), _compute("LSTM"), Pattern.OPAQUE, schedule_rnn,
+                  _infer("LSTM"), _compute("LSTM"), Pattern.OPAQUE, schedule_rnn, knobs=RNNKnobs,
                   attrs=_rnn_attrs({"input_forget": 0}), num_outputs=3),
     "GRU": OpDef("GRU", ("X", "W", "R", "B", "sequence_lens", "initial_h"), _infer("GRU"),
-                 _compute("GRU"), Pattern.OPAQUE, schedule_rnn,
+                 _compute("GRU"), Pattern.OPAQUE, schedule_rnn, knobs=RNNKnobs,
                  attrs=_rnn_attrs({"linear_before_reset": 0}), num_outputs=2),
 }

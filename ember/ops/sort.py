@@ -16,7 +16,8 @@ from ember import te
 from ember.errors import ShapeError, UnsupportedOpError
 from ember.types import TensorType
 from ember.ops.elementwise import shape_of
-from ember.ops.generic import schedule_reduction
+from ember.ops.generic import ReductionKnobs, schedule_reduction
+from ember.ops.knobs import Knobs
 from ember.ops.reduction import normalize_axis
 from ember.ops.registry import REQUIRED, Attrs, OpDef, Pattern
 from ember.te.tensor import Tensor
@@ -89,12 +90,12 @@ def _compute(attrs: Attrs, inputs: Sequence[Tensor | None]) -> list[Tensor]:
     return [values, indices]
 
 
-def _schedule(outs: Sequence[Tensor], target: Any) -> Any:
-    return schedule_reduction(outs, target)
+def _schedule(outs: Sequence[Tensor], target: Any, knobs: Knobs | None = None) -> Any:
+    return schedule_reduction(outs, target, knobs)
 
 
 OPS: dict[str, OpDef] = {
     "TopK": OpDef("TopK", ("X", "K"), _infer, _compute, Pattern.OPAQUE, _schedule,
                   attrs={"K": REQUIRED, "axis": -1, "largest": 1, "sorted": 1},
-                  attr_inputs=("K",), num_outputs=2),
+                  attr_inputs=("K",), num_outputs=2, knobs=ReductionKnobs),
 }

@@ -33,7 +33,8 @@ from ember.dtype import DType
 from ember.errors import ShapeError, UnsupportedOpError
 from ember.types import TensorType
 from ember.ops.elementwise import broadcast_index, broadcast_shape
-from ember.ops.generic import inline_injective, schedule_flat
+from ember.ops.generic import InjectiveKnobs, inline_injective, schedule_flat
+from ember.ops.knobs import Knobs, resolve_knobs
 from ember.ops.registry import REQUIRED, Attrs, OpDef, Pattern
 from ember.target import Target
 from ember.te.schedule import Schedule
@@ -589,19 +590,22 @@ def _scatter_compute(op: str) -> Callable[[Attrs, Sequence[Tensor | None]], list
     return compute
 
 
-def schedule_opaque(outs: Sequence[Tensor], target: Target) -> Schedule:
-    """Schedule for extern-based ops: the loop program runs as written."""
+def schedule_opaque(outs: Sequence[Tensor], target: Target, knobs: Knobs | None = None
+                    ) -> Schedule:
+    """Schedule for extern-based ops: the loop program runs as written (its compute
+    outputs flat, with InjectiveKnobs)."""
+    k = resolve_knobs(InjectiveKnobs, knobs, outs, target)
     s = te.create_schedule([t.op for t in outs])
     inline_injective(s)
     for t in outs:
         if isinstance(t.op, ComputeOp):
-            schedule_flat(s[t], target, str(t.dtype))
+            schedule_flat(s[t], target, str(t.dtype), k)
     return s
 
 
 def _scatter(op: str, attrs: dict[str, Any]) -> OpDef:
     return OpDef(op, ("data", "indices", "updates"), _scatter_infer(op), _scatter_compute(op),
-                 Pattern.OPAQUE, schedule_opaque, attrs=attrs)
+                 Pattern.OPAQUE, schedule_opaque, attrs=attrs, knobs=InjectiveKnobs)
 
 
 # ------------------------------------------------------------------------------------------
@@ -754,7 +758,9 @@ def _cos_body(a: Attrs, ts: list[Tensor], i: tuple[Expr, ...]) -> Expr:
 
 
 def _range_plan(a: Attrs, shapes: list[Shape], dtypes: list[DType]) -> tuple[Shape, DType]:
-    dtype = dtypes[0] if dtypes else _value_dtype(a["start"], dt.int64)
+    # `dtype` names the element type when start/limit/delta came as plain Python numbers
+    dtype = dtypes[0] if dtypes else dt.parse(a["dtype"]) if a.get("dtype") else \
+        _value_dtype(a["start"], dt.int64)
     start, limit, delta = (scalar(a[k]) for k in ("start", "limit", "delta"))
     if delta == 0:
         raise ShapeError("Range: delta is 0")
@@ -887,7 +893,7 @@ OPS: dict[str, OpDef] = {
                                  {"input": REQUIRED, "value": None}, ("input",), n_data=0),
     "Range": injective("Range", ("start", "limit", "delta"), _range_plan, _range_body,
                        {"start": REQUIRED, "limit": REQUIRED, "delta": REQUIRED,
-                        "stash_type": 1},
+                        "stash_type": 1, "dtype": None},
                        ("start", "limit", "delta"), n_data=0),
     "Trilu": injective("Trilu", ("input", "k"), _trilu_plan, _trilu_body,
                        {"upper": 1, "k": 0}, ("k",)),

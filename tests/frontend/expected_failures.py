@@ -1,5 +1,7 @@
 """Node tests of ONNX's backend suite that ember is expected to fail, by reason.
 
+The suite runs them as strict expected failures: one that passes fails the run.
+A test giving wrong results is a bug to fix, not an entry here.
 Regenerate after ops land (and review the diff):
     python benchmarks/onnx_conformance.py --backend ember \
         --write-expected tests/frontend/expected_failures.py
@@ -309,21 +311,6 @@ EXPECTED_FAILURES: dict[str, tuple[str, ...]] = {
         'test_gridsample_volumetric_nearest_align_corners_1',
         'test_gridsample_zeros_padding',
     ),
-    "wrong results (differ from onnx's expected outputs)": (
-        'test_attention_4d_causal_fp16',
-        'test_attention_4d_causal_fp16_expanded',
-        'test_attention_4d_fp16',
-        'test_attention_4d_fp16_expanded',
-        'test_attention_4d_gqa_causal_nonpad_decode_fp16',
-        'test_attention_4d_gqa_causal_nonpad_decode_fp16_expanded',
-        'test_attention_4d_gqa_with_past_and_present_fp16',
-        'test_attention_4d_gqa_with_past_and_present_fp16_expanded',
-        'test_causal_conv_with_state_silu_fp16',
-        'test_causal_conv_with_state_silu_fp16_expanded',
-        'test_l2normalization_axis_0',
-        'test_resize_downsample_scales_cubic_align_corners',
-        'test_resize_downsample_scales_linear_align_corners',
-    ),
     'op QuantizeLinear not supported': (
         'test_dynamicquantizelinear',
         'test_dynamicquantizelinear_expanded',
@@ -598,11 +585,12 @@ EXPECTED_FAILURES: dict[str, tuple[str, ...]] = {
         'test_shrink_hard',
         'test_shrink_soft',
     ),
-    'ShapeError: input X must be a float tensor, got uint8': (
-        'test_maxpool_2d_uint8',
-    ),
-    'ShapeError: output_shape (10, 8) is larger than the full transposed convolution (9': (
-        'test_convtranspose_output_shape',
+    # float16 rounding, not an error of ember's: at the mismatching elements ember is nearer
+    # the exact (float64) attention than the suite's expected output, which is 1.4 units in
+    # the last place off; rtol=1e-3 allows about 2 units between the two
+    'float16: the expected output is further from the exact value than ember': (
+        'test_attention_4d_causal_fp16',
+        'test_attention_4d_causal_fp16_expanded',
     ),
     'op MatMulInteger not supported': (
         'test_matmulinteger',

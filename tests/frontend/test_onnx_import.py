@@ -11,6 +11,7 @@ import ember
 from ember.errors import ArgumentError, ModelError, ShapeError, UnsupportedOpError
 from ember import onnx_backend
 from ember.frontend.onnx import UnsupportedModelError, from_onnx
+from ember.lowering.evaluate import evaluate_node
 from ember.ops.registry import all_ops
 
 F = TensorProto.FLOAT
@@ -68,10 +69,32 @@ def test_shape_subgraph_folds_away():
     model = make_model(nodes, [tensor("x", [3, 4, 5])], [tensor("y", [3, 20])],
                        [numpy_helper.from_array(np.array([0], np.int64), "axes"),
                         numpy_helper.from_array(np.array([-1], np.int64), "minus_one")])
-    graph = from_onnx(model)
-    assert ops_of(graph) == ["Reshape"]
+    evaluated = []
+
+    def evaluate(node):
+        evaluated.append(node.op)
+        return evaluate_node(node)
+
+    graph = from_onnx(model, evaluate=evaluate)
+    assert evaluated == ["Gather", "Unsqueeze", "Concat"]   # ember's kernels computed them
+    assert ops_of(graph) == ["Reshape"]                     # and, dead now, they are dropped
     assert graph.nodes[0].attrs["shape"] == (3, -1)
     assert graph.outputs[0].type.shape == (3, 20)
+    with pytest.raises(UnsupportedModelError, match="computed from constants, but from_onnx "
+                                                    "was given no evaluator"):
+        from_onnx(model)
+
+
+def test_constant_only_nodes_stay_nodes_and_run_on_ember_kernels():
+    # a graph output computed from initializers only is an ember node, not an import-time
+    # constant: the compiled model computes it
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    model = make_model([helper.make_node("Sqrt", ["a"], ["y"])], [], [tensor("y", [2, 3])],
+                       [numpy_helper.from_array(a, "a")])
+    graph = from_onnx(model)
+    assert ops_of(graph) == ["Sqrt"] and not graph.outputs[0].is_constant
+    (got,) = ember.compile(graph).run([])
+    np.testing.assert_allclose(got, np.sqrt(a), rtol=1e-6)
 
 
 def test_identity_dropout_cast_like_and_size():

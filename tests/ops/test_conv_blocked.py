@@ -10,7 +10,7 @@ from ember.graph.ir import GraphBuilder
 from ember.ops.conv_blocked import (
     OPS,
     ConvKnobs,
-    default_knobs,
+    conv_tile,
     from_blocked,
     pack_depthwise,
     pack_direct,
@@ -97,18 +97,16 @@ def test_winograd_matches_onnxruntime(xs, oc, attrs, ib, ob):
 def test_narrow_blocks_tile_rule():
     """Half-width blocks take the tile with the most FMAs per load; full-width ones keep the
     widest dividing column tile."""
-    k = default_knobs((1, 125, 13, 13, 8), lanes=16)
-    assert (k.ow_tile, k.oc_tile) == (5, 5)
-    assert 125 % k.oc_tile == 0 and k.ow_tile * k.oc_tile <= 25
-    k = default_knobs((1, 3, 56, 56, 8), lanes=16)
-    assert (k.ow_tile, k.oc_tile) == (8, 3)
-    k = default_knobs((1, 4, 56, 56, 16), lanes=16)
-    assert (k.ow_tile, k.oc_tile) == (14, 1)
-    assert default_knobs((1, 125, 13, 13, 8), ConvKnobs(ow_tile=13), lanes=16).ow_tile == 13
+    ow_tile, oc_tile = conv_tile((1, 125, 13, 13, 8), lanes=16)
+    assert (ow_tile, oc_tile) == (5, 5)
+    assert 125 % oc_tile == 0 and ow_tile * oc_tile <= 25
+    assert conv_tile((1, 3, 56, 56, 8), lanes=16) == (8, 3)
+    assert conv_tile((1, 4, 56, 56, 16), lanes=16) == (14, 1)
 
 
 @pytest.mark.parametrize("knobs", [ConvKnobs(ow_tile=3, oc_tile=2), ConvKnobs(ow_tile=5),
-                                   ConvKnobs(oc_tile=1, unroll_kw=True, unroll_ii=True)])
+                                   ConvKnobs(oc_tile=1, unroll_kw=True, unroll_ii=True),
+                                   ConvKnobs(ow_tile=4, parallel_columns=True)])
 def test_knobs_keep_the_numbers(knobs):
     x, w = rand(1, 16, 8, 11), rand(32, 16, 3, 3)
     op = OPS["ConvNCHWc"]

@@ -48,9 +48,38 @@ def test_resize_nearest(nearest_mode, coordinate_mode):
 def test_resize_linear(coordinate_mode):
     attrs = {"mode": "linear", "coordinate_transformation_mode": coordinate_mode}
     x = rand(2, 3, 5, 4)
-    resize(x, attrs, scales=f32(1, 1, 1.5, 0.5))
+    resize(x, attrs, scales=f32(1, 1, 2.0, 0.5))
     resize(x, attrs, sizes=(2, 3, 1, 9))
-    resize(rand(2, 7), attrs, scales=f32(1, 2.25))
+    if coordinate_mode != "align_corners":  # fractional lengths: see the test below
+        resize(x, attrs, scales=f32(1, 1, 1.5, 0.5))
+        resize(rand(2, 7), attrs, scales=f32(1, 2.25))
+
+
+def _align_corners_linear(x: np.ndarray, axis: int, scale: float) -> np.ndarray:
+    """The spec's linear align_corners along one axis, in float64: x_original =
+    x_resized * (length_original - 1) / (length_resized - 1), length_resized = scale * n."""
+    n = x.shape[axis]
+    out = int(np.float32(n) * np.float32(scale))
+    length = float(np.float32(scale)) * n
+    pos = np.zeros(out) if out == 1 else np.arange(out) * (n - 1) / (length - 1)
+    pos = np.clip(pos, 0, n - 1)
+    low = np.floor(pos).astype(int)
+    high = np.minimum(low + 1, n - 1)
+    shape = [1] * x.ndim
+    shape[axis] = out
+    t = (pos - low).reshape(shape)
+    return np.take(x, low, axis) * (1 - t) + np.take(x, high, axis) * t
+
+
+def test_resize_align_corners_with_a_fractional_resized_length():
+    # 5 * 1.5 = 7.5 and 4 * 0.6 = 2.4: the spec divides by 6.5 and 1.4, not by 6 and 1
+    # (onnxruntime divides by the integer sizes; ONNX's node tests follow the spec)
+    x = rand(2, 3, 5, 4)
+    attrs = {"mode": "linear", "coordinate_transformation_mode": "align_corners",
+             "scales": (1.0, 1.0, 1.5, 0.6)}
+    (got,) = run_op("Resize", [x], attrs)
+    want = _align_corners_linear(_align_corners_linear(x.astype(np.float64), 2, 1.5), 3, 0.6)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("exclude_outside", [0, 1])

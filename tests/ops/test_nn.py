@@ -42,6 +42,8 @@ CONV_TRANSPOSE_CASES = [
                                         "output_padding": [1, 1]}),
     ((1, 4, 5, 6), (4, 3, 3, 3), False, {"group": 2, "dilations": [2, 2]}),
     ((1, 4, 5, 5), (4, 16, 2, 2), False, {"strides": [2, 2], "output_shape": [9, 10]}),
+    # output_shape beyond the full transposed convolution (3 * 2 + 3 = 9, 2 * 2 + 3 = 7)
+    ((1, 2, 3, 3), (2, 3, 3, 3), True, {"strides": [3, 2], "output_shape": [10, 8]}),
     ((1, 4, 5, 5), (4, 2, 3, 3), False, {"strides": [2, 2], "auto_pad": "SAME_UPPER"}),
     ((2, 3, 7), (3, 2, 4), True, {"strides": [3], "pads": [1, 2]}),
 ]
@@ -118,7 +120,7 @@ def test_depthwise_conv_with_epilogue():
 def test_conv_schedule_knob_keeps_numbers():
     from ember import te
     from ember.lowering.build import build
-    from ember.ops.conv import OPS, schedule_conv
+    from ember.ops.conv import OPS, ConvNCHWKnobs, schedule_conv
     from ember.target import Target
 
     x, w = rand(1, 8, 6, 12), rand(16, 8, 3, 3)
@@ -127,7 +129,8 @@ def test_conv_schedule_knob_keeps_numbers():
     (out,) = OPS["Conv"].compute(OPS["Conv"].complete_attrs({"pads": [1, 1, 1, 1]}), [X, W])
     (ref,) = run_op("Conv", [x, w], {"pads": [1, 1, 1, 1]})
     for tile in (3, 5):  # 5 does not divide the width: tails
-        module = build(schedule_conv([out], Target("llvm"), ow_tile=tile), [X, W, out])
+        module = build(schedule_conv([out], Target("llvm"), ConvNCHWKnobs(ow_tile=tile)),
+                       [X, W, out])
         got = np.zeros(ref.shape, "float32")
         module(x, w, got)
         np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
@@ -217,3 +220,20 @@ def test_maxpool_relu_and_global_pools_fused():
     check_op("GlobalAveragePool", [x3], {}, rtol=1e-5, atol=1e-6)
     check_op("GlobalMaxPool", [x3], {})
     check_op("GlobalAveragePool", [rand(1, 20, 13, 13)], {}, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+def test_maxpool_on_8bit_integers_matches_onnxruntime(dtype):
+    info = np.iinfo(dtype)
+    x = RNG.integers(info.min, info.max, (1, 3, 7, 8), endpoint=True).astype(dtype)
+    # padded taps must not win: every value, including the type's minimum, can be the max
+    check_op("MaxPool", [x], {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]})
+
+
+def test_average_and_lp_pool_reject_integers():
+    x = np.zeros((1, 1, 4, 4), "uint8")
+    for op in ("AveragePool", "LpPool"):
+        with pytest.raises(ShapeError, match="input X must be a float tensor, got uint8"):
+            run_op(op, [x], {"kernel_shape": [2, 2]})
+    with pytest.raises(ShapeError, match="float or 8-bit integer tensor, got int32"):
+        run_op("MaxPool", [x.astype("int32")], {"kernel_shape": [2, 2]})

@@ -82,6 +82,18 @@ def test_lp_normalization(p: int) -> None:
         check_op("LpNormalization", [x], {"p": p, "axis": axis}, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("p", [1, 2])
+def test_lp_normalization_of_a_zero_row_is_zero(p: int) -> None:
+    x = randn(2, 3, 5)
+    x[1, :, 2] = 0.0                                  # one all-zero row along axis 1
+    (got,) = ember_run("LpNormalization", [x], {"p": p, "axis": 1})
+    norm = np.abs(x).sum(1, keepdims=True) if p == 1 else np.sqrt((x * x).sum(1, keepdims=True))
+    with np.errstate(invalid="ignore"):
+        want = np.where(norm == 0, 0, x / norm)
+    assert not np.isnan(got).any()
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
 def test_layer_norm_schedule_is_one_row_loop() -> None:
     opdef = get_op("LayerNormalization")
     full = opdef.complete_attrs({})

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Callable, Sequence
 
+from ember.ops.gpu.conv import GpuConvKnobs
+from ember.ops.gpu.pool import POOL_OPS, GpuPoolKnobs
 from ember.ops.gpu.knobs import GpuInjectiveKnobs, GpuMatmulKnobs, GpuReductionKnobs
 from ember.ops.knobs import Knobs, Task
-from ember.ops.registry import OpDef, Pattern
+from ember.ops.registry import Attrs, OpDef, Pattern
 from ember.target import Target
 from ember.te.schedule import Schedule
 from ember.te.tensor import Tensor
@@ -22,8 +24,22 @@ def is_gpu(target: Target) -> bool:
     return target.kind in GPU_KINDS
 
 
+def gpu_compute(opdef: OpDef) -> Callable[[Attrs, Sequence[Tensor | None]], list[Tensor]]:
+    """The compute of `opdef` on GPU targets: a form the GPU schedules tile where the CPU one
+    is laid out for vector registers (Conv), else the op's own."""
+    if opdef.name == "Conv":
+        from ember.ops.gpu.conv_compute import compute_conv_gpu
+
+        return lambda attrs, inputs: compute_conv_gpu(attrs, inputs, opdef.compute)
+    return opdef.compute
+
+
 def gpu_knobs(opdef: OpDef) -> type[Knobs]:
     """The knob family of the GPU schedule for groups anchored at `opdef`."""
+    if opdef.name == "Conv":
+        return GpuConvKnobs
+    if opdef.name in POOL_OPS:
+        return GpuPoolKnobs
     if opdef.name in MATMUL_OPS or opdef.name in CONV_OPS:
         return GpuMatmulKnobs
     if opdef.pattern > Pattern.INJECTIVE:
@@ -46,6 +62,20 @@ def schedule_gpu(opdef: OpDef, outs: Sequence[Tensor], target: Target,
     family = gpu_knobs(opdef)
     task = Task(tuple(outs), target, opdef.name)
     chosen = knobs if isinstance(knobs, family) else family.default(task)
+    if family is GpuConvKnobs:
+        from ember.ops.gpu.conv import schedule_conv_gpu
+
+        scheduled = schedule_conv_gpu(outs, target, chosen)  # type: ignore[arg-type]
+        if scheduled is not None:
+            return scheduled
+        return matmul.schedule_matmul(outs, target, GpuMatmulKnobs.default(task), conv=True)
+    if family is GpuPoolKnobs:
+        from ember.ops.gpu.pool import schedule_pool_gpu
+
+        scheduled = schedule_pool_gpu(outs, target, chosen)  # type: ignore[arg-type]
+        if scheduled is not None:
+            return scheduled
+        return generic.schedule_reduction(outs, target, GpuReductionKnobs.default(task))
     if family is GpuMatmulKnobs:
         return matmul.schedule_matmul(outs, target, chosen,  # type: ignore[arg-type]
                                       conv=opdef.name == "Conv")
