@@ -44,7 +44,8 @@ def import_model(model: Any, input_shapes: Mapping[str, Sequence[int]] | None = 
     if isinstance(model, (str, os.PathLike)):
         path = Path(model)
         if not path.is_file():
-            raise ArgumentError(f"model file '{path}' does not exist")
+            what = "is a directory, not an .onnx file" if path.is_dir() else "does not exist"
+            raise ArgumentError(f"model file '{path}' {what}")
         try:
             import onnx
         except ImportError:
@@ -76,14 +77,37 @@ def resolve_target(target: str | Target) -> Target:
 def _prepack_default(prepack: bool | None) -> bool:
     """`prepack`, else EMBER_PREPACK (default on)."""
     if prepack is not None:
-        return bool(prepack)
+        if not isinstance(prepack, bool):
+            raise ArgumentError(f"prepack must be True, False or None, got {prepack!r}")
+        return prepack
     return os.environ.get("EMBER_PREPACK", "1").strip() not in ("0", "false", "no")
+
+
+def check_arguments(opt_level: Any, input_shapes: Any, cache: Any, jobs: Any, progress: Any,
+                    prepack: Any) -> None:
+    """ArgumentError for a compile argument of the wrong kind (True is not opt level 1, a
+    cache is not an int, -1 jobs are not 'all'), before any work starts."""
+    if isinstance(opt_level, bool) or not isinstance(opt_level, int) or not 0 <= opt_level <= 3:
+        raise ArgumentError(f"opt_level must be an int in [0, 3], got {opt_level!r}")
+    if input_shapes is not None and not isinstance(input_shapes, Mapping):
+        raise ArgumentError(f"input_shapes must map input names to shapes, e.g. "
+                            f"{{'x': (1, 3, 224, 224)}}, got {type(input_shapes).__name__}")
+    if not isinstance(cache, (bool, str, os.PathLike, KernelCache)) and cache is not None:
+        raise ArgumentError(f"cache must be True, False, a directory or a KernelCache, got "
+                            f"{type(cache).__name__} {cache!r}")
+    if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
+        raise ArgumentError(f"jobs must be a positive int (or None: one per CPU), got "
+                            f"{jobs!r}")
+    for name, flag in (("progress", progress), ("prepack", prepack)):
+        if flag is not None and not isinstance(flag, bool):
+            raise ArgumentError(f"{name} must be True, False or None, got {flag!r}")
 
 
 def _prepare(model: Any, target: Target, opt_level: int,
              input_shapes: Mapping[str, Sequence[int]] | None, cache: CacheArg,
              jobs: int | None, progress: bool | None, prepack: bool, pic: bool = False,
              knobs: KnobsArg = None) -> Prepared:
+    check_arguments(opt_level, input_shapes, cache, jobs, progress, prepack)
     start = time.perf_counter()
     graph = import_model(model, input_shapes)
     seconds = time.perf_counter() - start

@@ -232,6 +232,9 @@ def _run_pack_jobs(built: Any, cc: Sequence[str], objects: Sequence[str], work: 
 
 
 def check_output_path(path: str | os.PathLike[str]) -> Path:
+    if not isinstance(path, (str, os.PathLike)):
+        raise ArgumentError(f"export_library: the output path must be a str or Path, got "
+                            f"{type(path).__name__} {path!r}")
     out = Path(path)
     if out.is_dir():
         raise ArgumentError(f"export_library: '{out}' is a directory; expected a file path "
@@ -240,6 +243,9 @@ def check_output_path(path: str | os.PathLike[str]) -> Path:
 
 
 def check_output_directory(directory: str | os.PathLike[str]) -> Path:
+    if not isinstance(directory, (str, os.PathLike)):
+        raise ArgumentError(f"export_objects: the directory must be a str or Path, got "
+                            f"{type(directory).__name__} {directory!r}")
     root = Path(directory)
     if root.exists() and not root.is_dir():
         raise ArgumentError(f"export_objects: '{root}' exists and is not a directory")

@@ -86,3 +86,32 @@ def test_huge_intermediate_is_refused_by_the_node() -> None:
     y = b.input("y", (1, 1 << 16), "float32")
     with pytest.raises(ShapeError, match="node 'add' \\(Add\\) output 0: shape"):
         b.add("Add", [x, y])
+
+
+def _tiny_graph():
+    b = GraphBuilder("t")
+    x = b.input("x", (2, 8), "float32")
+    y, = b.add("Relu", [x])
+    return b.finish([y])
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    ({"opt_level": True}, "opt_level must be an int in \\[0, 3\\], got True"),
+    ({"jobs": -1}, "jobs must be a positive int"),
+    ({"jobs": "4"}, "jobs must be a positive int"),
+    ({"cache": 123}, "cache must be True, False, a directory or a KernelCache, got int"),
+    ({"input_shapes": [("x", (2, 8))]}, "input_shapes must map input names to shapes"),
+    ({"prepack": "no"}, "prepack must be True, False or None"),
+    ({"progress": 5}, "progress must be True, False or None"),
+])
+def test_compile_arguments_are_checked(kwargs, match) -> None:
+    kwargs.setdefault("cache", False)
+    with pytest.raises(ArgumentError, match=match):
+        ember.compile(_tiny_graph(), **kwargs)
+
+
+def test_export_paths_are_checked(tmp_path) -> None:
+    with pytest.raises(ArgumentError, match="output path must be a str or Path, got int"):
+        ember.export_library(_tiny_graph(), 5)
+    with pytest.raises(ArgumentError, match="is a directory, not an .onnx file"):
+        ember.compile(str(tmp_path))
