@@ -115,3 +115,12 @@ def test_export_paths_are_checked(tmp_path) -> None:
         ember.export_library(_tiny_graph(), 5)
     with pytest.raises(ArgumentError, match="is a directory, not an .onnx file"):
         ember.compile(str(tmp_path))
+
+
+@pytest.mark.parametrize("shape", [(1 << 31,), (1 << 16, 1 << 16)])
+def test_te_shapes_past_32_bit_indices_are_refused(shape) -> None:
+    from ember import te
+
+    # before: llvmlite's "Operands must be the same type, got (i32, i64)" at build time
+    with pytest.raises(ShapeError, match="elements; tensors of at most 2147483647 elements"):
+        te.placeholder(shape, "float32", name="a")
