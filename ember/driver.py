@@ -119,12 +119,14 @@ def _prepare(model: Any, target: Target, opt_level: int,
 def compile(model: Any, target: str | Target = "llvm", opt_level: int = 3,
             input_shapes: Mapping[str, Sequence[int]] | None = None,
             cache: CacheArg = True, jobs: int | None = None, progress: bool | None = None,
-            prepack: bool | None = None, knobs: KnobsArg = None) -> CompiledModel:
+            prepack: bool | None = None, knobs: KnobsArg = None,
+            tuning_db: str | os.PathLike[str] | None = None) -> CompiledModel:
     """Compile a model (path, onnx.ModelProto or ember Graph) into a runnable CompiledModel.
 
         model = ember.compile("mobilenet.onnx")
         (probs,) = model(x)
 
+<<<<<<< HEAD
     model: a path to an .onnx file, an onnx.ModelProto, or an ember Graph.
     target: a target string or Target ("llvm" = this CPU; e.g. "llvm -mcpu=znver4",
         "llvm -num-cores=4"; GPU kinds "cuda", "rocm", "opencl", "metal"). CPU and
@@ -146,6 +148,15 @@ def compile(model: Any, target: str | Target = "llvm", opt_level: int = 3,
         ran with are in `model.stats["knobs"]`.
 
     Bad input raises an EmberError subclass naming what was wrong and where.
+=======
+    `prepack` (default: on unless EMBER_PREPACK=0) computes the weight-only stages of the
+    kernels (packed panels, transposed weights) once here instead of on every run.
+    `knobs` sets the schedules' choices: a mapping from fused group name to Knobs, or a
+    function (group, task) -> Knobs | None (None: the default); the knobs each group ran
+    with are in `model.stats["knobs"]`. `tuning_db`: a tuning database whose best record
+    for each group's task on this target supplies the group's knobs (groups without one,
+    or given by `knobs`, keep their default or given knobs).
+>>>>>>> main
     """
     tgt = resolve_target(target)
     if tgt.kind in ("cuda", "rocm", "opencl", "metal"):
@@ -154,6 +165,10 @@ def compile(model: Any, target: str | Target = "llvm", opt_level: int = 3,
         return compile_gpu(model, tgt, opt_level, input_shapes,  # type: ignore[return-value]
                            knobs=knobs, cache=cache)
     start = time.perf_counter()
+    if tuning_db is not None:
+        from ember.autotune.apply import database_knobs
+
+        knobs = database_knobs(tuning_db, tgt, knobs)
     built = _prepare(model, tgt, opt_level, input_shapes, cache, jobs, progress,
                      _prepack_default(prepack), knobs=knobs)
     timings = built.timings

@@ -48,3 +48,7 @@ class ModelError(EmberError, ValueError):
 class CorruptFileError(EmberError, ValueError):
     """A file ember wrote (kernel cache entry, exported library) is damaged or is not what
     it claims to be; it is refused before any of its code runs."""
+
+
+class TuningError(EmberError):
+    """The tuning database or a tuning run cannot go on (corrupt file, bad record, bad task)."""

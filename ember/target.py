@@ -6,10 +6,13 @@ import functools
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ember import dtype as dt
 from ember.errors import TargetError
+
+if TYPE_CHECKING:
+    from ember.target_facts import TargetFacts
 
 KINDS = ("llvm", "c", "cuda", "rocm", "opencl", "metal", "wasm")
 
@@ -151,6 +154,24 @@ class Target:
                     and "avx" not in disabled):
                 return 256
         return 128  # SSE, NEON, wasm simd128; GPUs: float4-style accesses
+
+    @property
+    def facts(self) -> "TargetFacts":
+        """Vector and FMA width, cache sizes and ISA extensions (see ember.target_facts)."""
+        from ember.target_facts import target_facts
+
+        return target_facts(self)
+
+    @property
+    def fingerprint(self) -> str:
+        """What makes measurements on this target comparable: kind, triple, CPU, features and
+        thread count, resolved for a host target (so "llvm" on two machines differs)."""
+        import hashlib
+
+        features = ",".join(self.features)
+        digest = hashlib.sha256(features.encode()).hexdigest()[:12]
+        return (f"{self.kind} {self.triple} cpu={self.cpu} cores={self.num_cores} "
+                f"features={digest}")
 
     def vector_lanes(self, dtype: str | dt.DType) -> int:
         """How many `dtype` elements fill one vector register: float32 on AVX-512 -> 16."""

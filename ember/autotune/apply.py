@@ -1,0 +1,87 @@
+"""Using tuning records at compile time: the best record of each group's task on the target
+becomes that group's knobs (through `ember.compile(..., knobs=...)`).
+
+    model = ember.compile("resnet18.onnx", tuning_db="tune.sqlite")
+    model.stats["knobs"]        # the groups that got tuned knobs, with their values
+
+Only records measured on the same target fingerprint apply: a record from another CPU or
+thread count never applies silently. A task's best record applies only where the task's
+default was measured too (successfully) and was slower.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping
+
+from ember.autotune.database import Record, TuningDatabase, knobs_json
+from ember.autotune.task import task_key
+from ember.errors import TuningError
+from ember.autotune.lowering import knob_family
+from ember.lowering.compile import KnobsArg
+from ember.lowering.groups import FusedGroup
+from ember.ops.knobs import Knobs, Task
+from ember.target import Target
+
+
+class DatabaseKnobs:
+    """The `knobs=` callable of a tuning database: `(group, task) -> Knobs | None`; groups
+    named in `given` (a mapping) or answered by `given` (a callable) keep that answer."""
+
+    def __init__(self, db: TuningDatabase, target: Target, given: KnobsArg = None) -> None:
+        self.path, self.fingerprint, self.given = db.path, Target(target).fingerprint, given
+        # the best record per task and the fastest run of every candidate, read once (the
+        # file is not held open while compiling)
+        self.best: dict[str, Record] = {}
+        self.costs: dict[str, dict[str, float]] = {}
+        for r in db.records(fingerprint=self.fingerprint, ok_only=True):
+            if r.task_key not in self.best or r.best < self.best[r.task_key].best:
+                self.best[r.task_key] = r
+            seen = self.costs.setdefault(r.task_key, {})
+            name = knobs_json(r.knobs)
+            seen[name] = min(seen.get(name, math.inf), r.best)
+        self.applied: dict[str, str] = {}   # group name -> task key of the record applied
+
+    def __call__(self, group: FusedGroup, task: Task) -> Knobs | None:
+        if isinstance(self.given, Mapping) and group.name in self.given:
+            return self.given[group.name]
+        if callable(self.given):
+            answer: Knobs | None = self.given(group, task)
+            if answer is not None:
+                return answer
+        family = knob_family(group)
+        if family is None:
+            return None
+        key = task_key(group)
+        record = self.best.get(key)
+        if record is None or record.family != family.family():
+            return None
+        where = f"tuning record of task {record.task} in '{self.path}': "
+        default = family.default(task)
+        try:
+            knobs = default.replace(**dict(record.knobs))
+        except TypeError as error:
+            raise TuningError(f"{where}knobs {dict(record.knobs)} do not fit "
+                              f"{family.family()} ({error})") from None
+        # only a record measured against the default, and faster, replaces it
+        values = default.to_dict()
+        default_cost = self.costs[key].get(knobs_json({n: values[n] for n in record.knobs}))
+        if default_cost is None or record.best >= default_cost:
+            return None
+        self.applied[group.name] = key
+        return knobs
+
+
+def database_knobs(path: str | os.PathLike[str] | TuningDatabase, target: Target | str,
+                   given: KnobsArg = None) -> DatabaseKnobs:
+    """The `knobs=` callable applying the best records of the database at `path`."""
+    if isinstance(path, TuningDatabase):
+        return DatabaseKnobs(path, Target(target), given)
+    if not os.path.isfile(path):
+        raise TuningError(f"tuning database '{path}' does not exist")
+    with TuningDatabase(path, readonly=True) as db:
+        return DatabaseKnobs(db, Target(target), given)
+
+
+__all__ = ["DatabaseKnobs", "database_knobs"]

@@ -1,0 +1,85 @@
+"""`ember tune MODEL --db FILE --trials N`: extract the model's tasks, tune them within the
+budget with a live progress bar, print the per-task table; `--report` prints the records."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Sequence
+
+from typing import Any
+
+from ember.errors import TuningError
+
+
+def parse_budget(text: str | None) -> float | None:
+    """'20m', '90s', '1h' or plain seconds -> seconds."""
+    if text is None:
+        return None
+    scale = {"s": 1, "m": 60, "h": 3600}.get(text[-1:].lower(), 0)
+    number = text[:-1] if scale else text
+    try:
+        seconds = float(number) * (scale or 1)
+    except ValueError:
+        raise TuningError(f"--budget {text!r}: expected seconds or e.g. 20m, 90s, 1h") from None
+    if seconds <= 0:
+        raise TuningError(f"--budget {text!r}: must be positive")
+    return seconds
+
+
+def report(db: Any, fingerprint: str | None) -> str:
+    """Per task in the database: records, errors, default-vs-best where both are known."""
+    by_task: dict[str, list] = {}
+    for r in db.records(fingerprint=fingerprint):
+        by_task.setdefault(r.task_key, []).append(r)
+    lines = [f"{'task':60} {'records':>7} {'errors':>6} {'best ms':>9}"]
+    for records in by_task.values():
+        best = min((r.best for r in records), default=math.inf)
+        errors = sum(1 for r in records if not r.ok)
+        lines.append(f"{records[0].task[:60]:60} {len(records):>7} {errors:>6} "
+                     f"{best * 1e3:>9.3f}")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace, input_shapes: dict[str, Sequence[int]] | None) -> int:
+    from ember.autotune.database import TuningDatabase, default_path
+    from ember.autotune.measure import LocalRunner, MeasureSettings
+    from ember.autotune.task import extract_tasks
+    from ember.autotune.tuner import summary, tune
+    from ember.target import Target
+
+    target = Target(args.target)
+    db_path = args.db or default_path()
+    with TuningDatabase(db_path) as db:
+        if args.report:
+            print(report(db, target.fingerprint))
+            return 0
+        tasks = extract_tasks(args.model, target, args.opt_level, input_shapes)
+        if args.tasks:
+            wanted = {t.strip() for t in args.tasks.split(",")}
+            tasks = [t for t in tasks if t.op in wanted or t.key[:8] in wanted]
+            if not tasks:
+                raise TuningError(f"--tasks {args.tasks!r}: no task of the model matches "
+                                  "(give anchor op names or task key prefixes)")
+        settings = MeasureSettings(repeat=args.repeat, timeout=args.timeout)
+        with LocalRunner(settings) as runner:
+            states = tune(tasks, db, runner, trials=args.trials,
+                          budget_seconds=parse_budget(args.budget), search=args.search,
+                          progress=True)
+    print(summary(states))
+    print(f"records in {db_path}; apply them with ember.compile(..., tuning_db='{db_path}')")
+    return 0
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--db", default=None, help="tuning database (default: the user cache's)")
+    p.add_argument("--trials", type=int, default=200, help="measurements in all (default 200)")
+    p.add_argument("--budget", default=None, help="time budget, e.g. 20m (default: none)")
+    p.add_argument("--search", default="xgb", choices=("xgb", "random", "grid"))
+    p.add_argument("--tasks", default=None, help="only these anchor ops / task keys (a,b)")
+    p.add_argument("--repeat", type=int, default=5, help="timed runs per candidate")
+    p.add_argument("--timeout", type=float, default=30.0, help="seconds per candidate")
+    p.add_argument("--report", action="store_true", help="print the records and exit")
+
+
+__all__ = ["add_arguments", "parse_budget", "report", "run"]

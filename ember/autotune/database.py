@@ -1,0 +1,267 @@
+"""The tuning database: every measurement as a record in one SQLite file (WAL, one transaction
+per batch), the best record per task and target, and JSON lines export / import.
+
+    with TuningDatabase("tune.sqlite") as db:
+        db.add([record, ...])                    # committed at once, or not at all
+        best = db.best(task_key, target.fingerprint)
+
+Records are keyed by the task and the target's fingerprint (CPU, features, threads), so a
+record measured on another machine is never applied silently; it may still serve as
+training data for the cost model (`records(fingerprint=None)`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sqlite3
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ember.errors import TuningError
+
+SCHEMA_VERSION = 1
+_COLUMNS = ("task_key", "family", "task", "target", "fingerprint", "knobs", "costs", "median",
+            "best", "error", "features", "version", "timestamp")
+_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS records (
+    id INTEGER PRIMARY KEY,
+    task_key TEXT NOT NULL,       -- the task (anchor op, attributes, types), see task.py
+    family TEXT NOT NULL,         -- the knob family, e.g. ConvKnobs
+    task TEXT NOT NULL,           -- the task in words
+    target TEXT NOT NULL,         -- the target string measured on
+    fingerprint TEXT NOT NULL,    -- Target.fingerprint: CPU, features, threads
+    knobs TEXT NOT NULL,          -- JSON object, sorted keys
+    costs TEXT NOT NULL,          -- JSON list of seconds per run ([] on error)
+    median REAL,                  -- NULL on error
+    best REAL,
+    error TEXT,                   -- NULL when the candidate ran and was right
+    features TEXT,                -- JSON list (the cost model's loop features) or NULL
+    version TEXT NOT NULL,        -- ember version that measured it
+    timestamp REAL NOT NULL,
+    UNIQUE (task_key, fingerprint, knobs, timestamp)
+);
+CREATE INDEX IF NOT EXISTS records_task ON records (task_key, fingerprint);
+CREATE INDEX IF NOT EXISTS records_family ON records (family);
+INSERT OR IGNORE INTO meta VALUES ('schema', '{SCHEMA_VERSION}');
+"""
+
+
+def knobs_json(knobs: Mapping[str, Any]) -> str:
+    """The canonical text of a knob point (sorted keys): what identifies a candidate."""
+    return json.dumps(dict(knobs), sort_keys=True)
+
+
+@dataclass(frozen=True)
+class Record:
+    """One measurement of one candidate (knob values) of one task on one target."""
+
+    task_key: str
+    family: str
+    task: str
+    target: str
+    fingerprint: str
+    knobs: Mapping[str, Any]
+    costs: tuple[float, ...] = ()
+    error: str | None = None
+    features: tuple[float, ...] | None = None
+    version: str = ""
+    timestamp: float = field(default_factory=time.time)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and bool(self.costs)
+
+    @property
+    def median(self) -> float:
+        """Median seconds per run (infinite for a failed candidate)."""
+        if not self.ok:
+            return math.inf
+        ordered = sorted(self.costs)
+        mid = len(ordered) // 2
+        return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+    @property
+    def best(self) -> float:
+        """The fastest run (what candidates are ranked by); infinite for a failure."""
+        return min(self.costs) if self.ok else math.inf
+
+    def to_json(self) -> dict[str, Any]:
+        return {"task_key": self.task_key, "family": self.family, "task": self.task,
+                "target": self.target, "fingerprint": self.fingerprint,
+                "knobs": dict(self.knobs), "costs": list(self.costs), "error": self.error,
+                "features": None if self.features is None else list(self.features),
+                "version": self.version, "timestamp": self.timestamp}
+
+    @staticmethod
+    def from_json(data: Mapping[str, Any], where: str = "record") -> Record:
+        try:
+            features = data.get("features")
+            return Record(str(data["task_key"]), str(data["family"]), str(data.get("task", "")),
+                          str(data["target"]), str(data["fingerprint"]), dict(data["knobs"]),
+                          tuple(float(c) for c in data.get("costs", ())),
+                          None if data.get("error") is None else str(data["error"]),
+                          None if features is None else tuple(float(f) for f in features),
+                          str(data.get("version", "")), float(data["timestamp"]))
+        except (KeyError, TypeError, ValueError) as error:
+            raise TuningError(f"{where}: not a tuning record ({type(error).__name__}: "
+                              f"{error})") from None
+
+
+def default_path() -> Path:
+    """EMBER_TUNING_DB, else tuning.sqlite in the user's cache directory."""
+    if os.environ.get("EMBER_TUNING_DB"):
+        return Path(os.environ["EMBER_TUNING_DB"])
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "ember" / "tuning.sqlite"
+
+
+class TuningDatabase:
+    """The records of one SQLite file; safe for several processes writing at once."""
+
+    def __init__(self, path: str | os.PathLike[str] | None = None, readonly: bool = False
+                 ) -> None:
+        self.path = Path(path) if path is not None else default_path()
+        if readonly and not self.path.is_file():
+            raise TuningError(f"tuning database '{self.path}' does not exist")
+        if not readonly:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            uri = f"file:{self.path}?mode=ro" if readonly else str(self.path)
+            self._db = sqlite3.connect(uri, uri=readonly, timeout=60.0,
+                                       isolation_level=None)
+            self._db.execute("PRAGMA busy_timeout = 60000")
+            if not readonly:
+                self._db.execute("PRAGMA journal_mode = WAL")
+                self._db.executescript(_SCHEMA)
+            version = self._db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+        except sqlite3.DatabaseError as error:
+            raise TuningError(f"tuning database '{self.path}' is unreadable or not a tuning "
+                              f"database ({error}); move it away to start a new one") from None
+        if version is None or int(version[0]) != SCHEMA_VERSION:
+            raise TuningError(f"tuning database '{self.path}': schema version "
+                              f"{None if version is None else version[0]}, expected "
+                              f"{SCHEMA_VERSION}")
+
+    # -- writing --------------------------------------------------------------------------
+    def add(self, records: Record | Iterable[Record]) -> int:
+        """Store records in one transaction (all or none); returns how many were new."""
+        batch = [records] if isinstance(records, Record) else list(records)
+        rows = [_row(r) for r in batch]
+        before = self._db.total_changes
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+            self._db.executemany(f"INSERT OR IGNORE INTO records ({', '.join(_COLUMNS)}) "
+                                 f"VALUES ({', '.join('?' * len(_COLUMNS))})", rows)
+            self._db.execute("COMMIT")
+        except sqlite3.DatabaseError as error:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            raise TuningError(f"tuning database '{self.path}': cannot write ({error})") from None
+        return self._db.total_changes - before
+
+    # -- reading --------------------------------------------------------------------------
+    def records(self, task_key: str | None = None, fingerprint: str | None = None,
+                family: str | None = None, ok_only: bool = False) -> list[Record]:
+        """The records matching every given field, oldest first."""
+        where, args = [], []
+        for column, value in (("task_key", task_key), ("fingerprint", fingerprint),
+                              ("family", family)):
+            if value is not None:
+                where.append(f"{column} = ?")
+                args.append(value)
+        if ok_only:
+            where.append("error IS NULL AND median IS NOT NULL")
+        sql = f"SELECT {', '.join(_COLUMNS)} FROM records"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        return [_record(row) for row in self._query(sql + " ORDER BY id", args)]
+
+    def best(self, task_key: str, fingerprint: str) -> Record | None:
+        """The fastest correct record of a task on a target, or None: the lowest minimum over
+        its runs (interference from other work on the machine only ever adds time)."""
+        rows = list(self._query(f"SELECT {', '.join(_COLUMNS)} FROM records WHERE task_key = ? "
+                                "AND fingerprint = ? AND error IS NULL AND median IS NOT NULL "
+                                "ORDER BY best, median, id LIMIT 1", [task_key, fingerprint]))
+        return _record(rows[0]) if rows else None
+
+    def measured(self, task_key: str, fingerprint: str) -> set[str]:
+        """The candidates (knobs_json) already measured for a task on a target."""
+        return {row[0] for row in self._query("SELECT knobs FROM records WHERE task_key = ? "
+                                              "AND fingerprint = ?", [task_key, fingerprint])}
+
+    def __len__(self) -> int:
+        return int(next(iter(self._query("SELECT COUNT(*) FROM records", [])))[0])
+
+    def _query(self, sql: str, args: Sequence[Any]) -> Iterator[tuple[Any, ...]]:
+        try:
+            return iter(self._db.execute(sql, args).fetchall())
+        except sqlite3.DatabaseError as error:
+            raise TuningError(f"tuning database '{self.path}': cannot read ({error})") from None
+
+    # -- exchange -------------------------------------------------------------------------
+    def export_jsonl(self, path: str | os.PathLike[str]) -> int:
+        """Write every record as one JSON object per line (to a temp file, then renamed)."""
+        out = Path(path)
+        tmp = out.with_name(out.name + ".tmp")
+        records = self.records()
+        with open(tmp, "w") as f:
+            for r in records:
+                f.write(json.dumps(r.to_json(), sort_keys=True) + "\n")
+        os.replace(tmp, out)
+        return len(records)
+
+    def import_jsonl(self, path: str | os.PathLike[str]) -> int:
+        """Add the records of a JSON lines file (ones already here are skipped); returns how
+        many were new."""
+        records = []
+        try:
+            with open(path) as f:
+                for number, line in enumerate(f, 1):
+                    if not line.strip():
+                        continue
+                    try:
+                        data = json.loads(line)
+                    except json.JSONDecodeError as error:
+                        raise TuningError(f"{path}:{number}: not JSON ({error})") from None
+                    records.append(Record.from_json(data, f"{path}:{number}"))
+        except OSError as error:
+            raise TuningError(f"cannot read records from '{path}': {error}") from None
+        return self.add(records)
+
+    def close(self) -> None:
+        self._db.close()
+
+    def __enter__(self) -> TuningDatabase:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _finite(x: float) -> float | None:
+    return x if math.isfinite(x) else None
+
+
+def _row(r: Record) -> tuple[Any, ...]:
+    return (r.task_key, r.family, r.task, r.target, r.fingerprint, knobs_json(r.knobs),
+            json.dumps(list(r.costs)), _finite(r.median), _finite(r.best), r.error,
+            None if r.features is None else json.dumps(list(r.features)), r.version,
+            r.timestamp)
+
+
+def _record(row: tuple[Any, ...]) -> Record:
+    (task_key, family, task, target, fingerprint, knobs, costs, _median, _best, error,
+     features, version, timestamp) = row
+    return Record(task_key, family, task, target, fingerprint, json.loads(knobs),
+                  tuple(json.loads(costs)), error,
+                  None if features is None else tuple(json.loads(features)), version,
+                  timestamp)
+
+
+__all__ = ["Record", "TuningDatabase", "default_path", "knobs_json"]

@@ -1,0 +1,150 @@
+"""What the tuner needs from the layers below, in one place: a model's fused groups, a
+group's knob family, space and default, and its kernels lowered or built with given knobs."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ember.errors import TuningError
+from ember.graph.ir import Graph, Node
+from ember.lowering.groups import (
+    FusedGroup,
+    fused_groups,
+    optimize,
+    plan_memory,
+    without_weights,
+)
+from ember.lowering.kernel import (
+    anchor_of,
+    group_compute,
+    group_knobs,
+    lower_group_kernels,
+    split_constant_stages,
+)
+from ember.ops.knobs import Knobs, NoKnobs, Space, Task
+from ember.ops.registry import get_op
+from ember.target import Target
+from ember.tir.function import PrimFunc
+
+__all__ = ["FusedGroup", "GroupKernel", "anchor_node", "build_group", "default_of",
+           "knob_family", "knob_task", "lower_group", "model_groups", "random_inputs",
+           "space_of", "without_weights"]
+
+
+def model_groups(model: Any, target: Target, opt_level: int = 3,
+                 input_shapes: Mapping[str, Sequence[int]] | None = None
+                 ) -> list[FusedGroup]:
+    """The fused groups `ember.compile` builds kernels for (a Concat assembled in place by the
+    memory plan has none)."""
+    graph = _import(model, input_shapes)
+    fused = optimize(graph, opt_level, target)
+    assembled = getattr(plan_memory(fused), "assembled", set())
+    return [g for g in fused_groups(fused)
+            if not (g.outer_outputs and all(v in assembled for v in g.outer_outputs))]
+
+
+def _import(model: Any, input_shapes: Mapping[str, Sequence[int]] | None) -> Graph:
+    if isinstance(model, Graph):
+        return model
+    from ember.frontend.onnx import from_onnx  # a path or an onnx.ModelProto
+
+    return from_onnx(model, input_shapes=input_shapes)
+
+
+def anchor_node(group: FusedGroup) -> Node:
+    """The node whose schedule drives the group (as compiling it chooses)."""
+    return anchor_of(group.nodes)
+
+
+def knob_family(group: FusedGroup) -> type[Knobs] | None:
+    """The knob family of the group's anchor op (None: its schedule has no choices)."""
+    family = get_op(anchor_node(group).op).knob_family()
+    return None if family is NoKnobs else family
+
+
+def knob_task(group: FusedGroup, target: Target) -> Task:
+    """The Task the group's knobs are chosen for, the same one `compile` passes to a
+    `knobs=` callable."""
+    return group_knobs(group.nodes, group.inputs, group.outputs, target)[0]
+
+
+def _family(group: FusedGroup) -> type[Knobs]:
+    family = knob_family(group)
+    if family is None:
+        raise TuningError(f"fused group '{group.name}' ({group.describe()}): its anchor's "
+                          "schedule declares no knobs")
+    return family
+
+
+def space_of(group: FusedGroup, target: Target) -> Space:
+    return _family(group).space(knob_task(group, target))
+
+
+def default_of(group: FusedGroup, target: Target) -> Knobs:
+    return _family(group).default(knob_task(group, target))
+
+
+def lower_group(group: FusedGroup, target: Target, knobs: Knobs | None = None,
+                optimized: bool = True) -> list[PrimFunc]:
+    """The loop programs of a group with `knobs`: its kernel, then its pack kernel when it
+    has one; after the TIR pipeline, or (not `optimized`) as lowered, loop kinds intact."""
+    from ember.lowering.build import optimize as optimize_tir
+
+    kernels = lower_group_kernels(group.nodes, group.inputs, group.outputs, "kernel",
+                                  target, group.constants, knobs)
+    funcs = [kernels.main] + ([kernels.pack] if kernels.pack is not None else [])
+    return [optimize_tir(f) for f in funcs] if optimized else funcs
+
+
+def random_inputs(group: FusedGroup, seed: int = 0) -> list[np.ndarray]:
+    """Seeded inputs for every parameter of the group: normal floats, small integers."""
+    rng = np.random.default_rng(seed)
+    arrays = []
+    for v in group.inputs:
+        dtype = np.dtype(v.type.dtype.numpy)
+        if dtype.kind == "f":
+            arrays.append(rng.standard_normal(v.type.shape).astype(dtype))
+        elif dtype.kind == "b":
+            arrays.append(rng.integers(0, 2, v.type.shape).astype(dtype))
+        else:
+            arrays.append(rng.integers(0, 3, v.type.shape).astype(dtype))
+    return arrays
+
+
+@dataclass(eq=False)
+class GroupKernel:
+    """A group's kernel built with some knobs, bound to its inputs: `run()` computes once,
+    `outputs` holds what it wrote."""
+
+    main: Any
+    args: list[np.ndarray]
+    outputs: list[np.ndarray]
+    funcs: list[PrimFunc]
+
+    def run(self) -> None:
+        self.main(*self.args)
+
+
+def build_group(group: FusedGroup, target: Target, knobs: Knobs | None,
+                inputs: Sequence[np.ndarray]) -> GroupKernel:
+    """Compile the group's kernels with `knobs`, run its pack kernel once on `inputs` and
+    bind the main kernel's arguments (the timed part is the main kernel alone)."""
+    from ember.lowering.build import build
+
+    funcs = lower_group(group, target, knobs, optimized=False)  # build runs the pipeline
+    main = build(funcs[0], target=target)
+    placeholders, env = group_compute(group.nodes, group.inputs)
+    constant = list(group.constants) or [False] * len(group.inputs)
+    split = split_constant_stages(placeholders, [env[v] for v in group.outputs], constant)
+    packed = [np.zeros([int(d.value) for d in t.shape], str(t.dtype))  # type: ignore
+              for t in split.packed]
+    if len(funcs) > 1:
+        pack = build(funcs[1], target=target)
+        pack(*[inputs[i] for i in split.pack_inputs], *packed)
+    outputs = [np.zeros(v.type.shape, v.type.dtype.numpy) for v in group.outputs]
+    args = [inputs[i] for i in split.main_inputs] + packed + outputs
+    return GroupKernel(main, args, outputs, funcs)

@@ -1,0 +1,334 @@
+"""Measuring candidates safely: build and time each in a separate worker process, check its
+output against the default schedule's, and turn a crash, a hang or a wrong answer into an
+error record instead of the end of the run.
+
+    runner = LocalRunner(MeasureSettings(repeat=5, timeout=20))
+    results = runner.measure(task, [point, ...])     # one MeasureResult per point
+    runner.close()
+
+What is measured: after one warm-up call (which is also the checked one), `repeat` timed
+runs of `number` back-to-back calls of the kernel on the same buffers (caches warm, not
+flushed); `number` grows until a run lasts `min_run_seconds`. Costs are seconds per call.
+"""
+
+from __future__ import annotations
+
+import math
+import multiprocessing
+import os
+import signal
+import time
+import traceback
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection, wait
+from typing import Any, Protocol
+
+import numpy as np
+
+from ember.errors import TuningError
+
+
+@dataclass(frozen=True)
+class MeasureSettings:
+    """How candidates are timed and checked."""
+
+    repeat: int = 5               # timed runs per candidate (median and min over them)
+    min_run_seconds: float = 0.01  # calls per run grow until a run lasts this long
+    max_number: int = 1000
+    timeout: float = 30.0         # seconds for one candidate: build, check and runs
+    rtol: float = 1e-3            # output check against the default schedule's
+    atol: float = 1e-4            # ... relative to the largest reference magnitude
+    check: bool = True
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.repeat < 1 or self.timeout <= 0 or self.max_number < 1:
+            raise TuningError(f"MeasureSettings: repeat and max_number must be >= 1 and "
+                              f"timeout > 0, got {self.repeat}, {self.max_number}, "
+                              f"{self.timeout}")
+
+
+@dataclass(frozen=True)
+class MeasureResult:
+    """Seconds per call of each timed run, or the error that stopped the candidate."""
+
+    costs: tuple[float, ...] = ()
+    error: str | None = None
+    build_seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and bool(self.costs)
+
+    @property
+    def median(self) -> float:
+        return float(np.median(self.costs)) if self.ok else math.inf
+
+    @property
+    def best(self) -> float:
+        """The fastest run: what candidates are ranked by (interference from other work on
+        the machine only ever adds time)."""
+        return min(self.costs) if self.ok else math.inf
+
+
+class Kernel(Protocol):
+    outputs: list[np.ndarray]
+
+    def run(self) -> None: ...
+
+
+class Measurable(Protocol):
+    """What a runner measures: a task with a key, a description, and a way to build any
+    candidate (None: the default schedule, the reference for the output check)."""
+
+    key: str
+    description: str
+
+    def build(self, point: Mapping[str, Any] | None, seed: int = 0) -> Kernel: ...
+
+    def default_point(self) -> dict[str, Any]: ...
+
+
+class Runner(Protocol):
+    def measure(self, task: Measurable, points: Sequence[Mapping[str, Any]]
+                ) -> list[MeasureResult]: ...
+
+    def close(self) -> None: ...
+
+
+# -- in the worker ----------------------------------------------------------------------------
+def _time(kernel: Kernel, settings: MeasureSettings) -> tuple[float, ...]:
+    number = 1
+    while True:  # grow the calls per run until one run is long enough to time well
+        start = time.perf_counter()
+        for _ in range(number):
+            kernel.run()
+        elapsed = time.perf_counter() - start
+        if elapsed >= settings.min_run_seconds or number >= settings.max_number:
+            break
+        number = min(settings.max_number,
+                     max(number * 2, int(number * settings.min_run_seconds / max(elapsed,
+                                                                                 1e-9))))
+    costs = [elapsed / number]
+    for _ in range(settings.repeat - 1):
+        start = time.perf_counter()
+        for _ in range(number):
+            kernel.run()
+        costs.append((time.perf_counter() - start) / number)
+    return tuple(costs)
+
+
+def compare_outputs(got: Sequence[np.ndarray], want: Sequence[np.ndarray],
+                    settings: MeasureSettings) -> str | None:
+    """None when `got` matches the reference, else what differs."""
+    for i, (g, w) in enumerate(zip(got, want)):
+        if g.shape != w.shape:
+            return f"wrong answer: output {i} has shape {g.shape}, expected {w.shape}"
+        if w.dtype.kind in "fc":
+            scale = float(np.max(np.abs(w))) if w.size else 0.0
+            bad = ~np.isclose(g, w, rtol=settings.rtol, atol=settings.atol * (scale + 1.0))
+        else:
+            bad = g != w
+        if np.any(bad):
+            diff = float(np.max(np.abs(g.astype(np.float64) - w.astype(np.float64))))
+            return (f"wrong answer: output {i} differs from the default schedule's in "
+                    f"{int(np.sum(bad))} of {w.size} elements (max |diff| {diff:.3g})")
+    return None
+
+
+@dataclass
+class WorkerState:
+    """What a measuring process keeps between candidates: each task's reference outputs and
+    a few built kernels (the first candidate measured, normally the default, and the
+    fastest two), so measuring them again to confirm a result costs no build."""
+
+    references: dict[str, list[np.ndarray]] = field(default_factory=dict)
+    first: dict[str, tuple[str, Kernel]] = field(default_factory=dict)
+    fastest: dict[str, list[tuple[float, str, Kernel]]] = field(default_factory=dict)
+
+    def kept(self, key: str, point: str) -> Kernel | None:
+        if key in self.first and self.first[key][0] == point:
+            return self.first[key][1]
+        return next((k for _, p, k in self.fastest.get(key, []) if p == point), None)
+
+    def keep(self, key: str, point: str, kernel: Kernel, cost: float) -> None:
+        if key not in self.first:
+            self.first[key] = (point, kernel)
+            return
+        ranked = [e for e in self.fastest.get(key, []) if e[1] != point]
+        ranked.append((cost, point, kernel))
+        ranked.sort(key=lambda e: e[0])
+        self.fastest[key] = ranked[:2]
+
+
+def measure_one(task: Measurable, point: Mapping[str, Any], settings: MeasureSettings,
+                state: WorkerState | None = None) -> MeasureResult:
+    """Build, check and time one candidate in this process (exceptions become errors)."""
+    from ember.autotune.database import knobs_json
+
+    state = state if state is not None else WorkerState()
+    start = time.perf_counter()
+    name = knobs_json(point)
+    try:
+        kernel = state.kept(task.key, name)
+        if kernel is not None:  # measured before, built and checked already
+            return MeasureResult(_time(kernel, settings), None, 0.0)
+        is_default = knobs_json(task.default_point()) == name
+        if settings.check and task.key not in state.references and not is_default:
+            reference = task.build(None, settings.seed)
+            reference.run()
+            state.references[task.key] = [o.copy() for o in reference.outputs]
+        kernel = task.build(point, settings.seed)
+        built = time.perf_counter() - start
+        kernel.run()
+        if settings.check and task.key not in state.references:  # the default itself
+            state.references[task.key] = [o.copy() for o in kernel.outputs]
+        elif settings.check:
+            wrong = compare_outputs(kernel.outputs, state.references[task.key], settings)
+            if wrong is not None:
+                return MeasureResult((), wrong, built)
+        costs = _time(kernel, settings)
+        state.keep(task.key, name, kernel, min(costs))
+        return MeasureResult(costs, None, built)
+    except Exception as error:  # noqa: BLE001 - any failure of a candidate is its error
+        where = traceback.extract_tb(error.__traceback__)[-1]
+        at = f"{os.path.basename(where.filename)}:{where.lineno}"
+        return MeasureResult((), f"{type(error).__name__}: {error} (at {at})",
+                             time.perf_counter() - start)
+
+
+def _worker_main(conn: Connection) -> None:
+    """Serve ("task", task) and ("measure", key, point, settings) until the pipe closes."""
+    import faulthandler
+
+    faulthandler.disable()  # a crashing candidate is expected here: no stack dump
+    tasks: dict[str, Measurable] = {}
+    state = WorkerState()
+    while True:
+        try:
+            message = conn.recv()
+        except (EOFError, OSError):
+            return
+        if message[0] == "task":
+            tasks[message[1].key] = message[1]
+            continue
+        _, key, point, settings = message
+        conn.send(measure_one(tasks[key], point, settings, state))
+
+
+# -- in the tuner ----------------------------------------------------------------------------
+class _Worker:
+    def __init__(self, context: Any) -> None:
+        self.conn, child = context.Pipe()
+        self.process = context.Process(target=_worker_main, args=(child,), daemon=True)
+        self.process.start()
+        child.close()
+        self.tasks: set[str] = set()
+
+    def kill(self) -> None:
+        if self.process.is_alive():
+            self.process.kill()
+        self.process.join(5)
+        self.conn.close()
+
+    def death(self) -> str:
+        self.process.join(5)
+        code = self.process.exitcode
+        if code is not None and code < 0:
+            try:
+                return f"signal {signal.Signals(-code).name}"
+            except ValueError:
+                return f"signal {-code}"
+        return f"exit code {code}"
+
+
+class LocalRunner:
+    """Measures candidates in `workers` worker processes on this machine (forked, so they
+    start with ember loaded); a worker that dies or hangs is replaced."""
+
+    def __init__(self, settings: MeasureSettings | None = None, workers: int = 1) -> None:
+        if workers < 1:
+            raise TuningError(f"LocalRunner: workers must be >= 1, got {workers}")
+        self.settings = settings or MeasureSettings()
+        methods = multiprocessing.get_all_start_methods()
+        self._context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+        self._workers: list[_Worker | None] = [None] * workers
+
+    def _worker(self, slot: int) -> _Worker:
+        worker = self._workers[slot]
+        if worker is None or not worker.process.is_alive():
+            worker = self._workers[slot] = _Worker(self._context)
+        return worker
+
+    def measure(self, task: Measurable, points: Sequence[Mapping[str, Any]]
+                ) -> list[MeasureResult]:
+        results: list[MeasureResult | None] = [None] * len(points)
+        todo = list(range(len(points)))
+        busy: dict[int, tuple[int, float]] = {}   # worker slot -> (point index, deadline)
+        while todo or busy:
+            for slot in range(len(self._workers)):
+                if slot in busy or not todo:
+                    continue
+                index = todo.pop(0)
+                worker = self._worker(slot)
+                try:
+                    if task.key not in worker.tasks:
+                        worker.conn.send(("task", task))
+                        worker.tasks.add(task.key)
+                    worker.conn.send(("measure", task.key, dict(points[index]), self.settings))
+                except (BrokenPipeError, OSError) as error:
+                    results[index] = MeasureResult((), self._died(slot, task, points[index],
+                                                                  str(error)))
+                    continue
+                busy[slot] = (index, time.monotonic() + self.settings.timeout)
+            if not busy:
+                continue
+            now = time.monotonic()
+            timeout = max(0.0, min(deadline for _, deadline in busy.values()) - now)
+            conns = {self._workers[s].conn: s for s in busy}  # type: ignore[union-attr]
+            ready = wait(list(conns), timeout)
+            for conn in ready:
+                slot = conns[conn]  # type: ignore[index]
+                index, _ = busy.pop(slot)
+                try:
+                    results[index] = conn.recv()  # type: ignore[union-attr]
+                except (EOFError, OSError):
+                    results[index] = MeasureResult((), self._died(slot, task, points[index]))
+            now = time.monotonic()
+            for slot, (index, deadline) in list(busy.items()):
+                if now >= deadline:
+                    busy.pop(slot)
+                    self._kill(slot)
+                    results[index] = MeasureResult(
+                        (), f"timed out after {self.settings.timeout:g} s (build, check and "
+                            f"runs) on task {task.description} with knobs {dict(points[index])}")
+        return [r for r in results if r is not None]
+
+    def _died(self, slot: int, task: Measurable, point: Mapping[str, Any],
+              detail: str = "") -> str:
+        worker = self._workers[slot]
+        how = worker.death() if worker is not None else "unknown"
+        self._kill(slot)
+        return (f"worker process died ({how}{'; ' + detail if detail else ''}) measuring "
+                f"task {task.description} with knobs {dict(point)}")
+
+    def _kill(self, slot: int) -> None:
+        worker = self._workers[slot]
+        if worker is not None:
+            worker.kill()
+        self._workers[slot] = None
+
+    def close(self) -> None:
+        for slot in range(len(self._workers)):
+            self._kill(slot)
+
+    def __enter__(self) -> LocalRunner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+__all__ = ["Kernel", "LocalRunner", "Measurable", "MeasureResult", "MeasureSettings",
+           "Runner", "WorkerState", "compare_outputs", "measure_one"]

@@ -1,0 +1,227 @@
+"""The tuning loop: spend a budget of trials (and seconds) over a model's tasks, each round
+on the task where the model's latency stands to gain most, every measurement committed to
+the database as soon as its batch finishes.
+
+    with TuningDatabase("tune.sqlite") as db, LocalRunner() as runner:
+        results = tune(extract_tasks("resnet18.onnx"), db, runner, trials=200)
+
+Resuming is free: candidates already in the database for a task and target are not measured
+again, and they train the cost model from the first round.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ember.autotune.database import Record, TuningDatabase, knobs_json
+from ember.autotune.features import FEATURE_NAMES
+from ember.autotune.measure import LocalRunner, MeasureResult, Runner
+from ember.autotune.search import SEARCHES, ModelSearch
+from ember.autotune.task import TuneTask
+from ember.errors import EmberError, TuningError
+from ember.target import Target
+
+
+@dataclass
+class TaskProgress:
+    """Where one task stands: its default and best seconds (fastest run), trials, errors."""
+
+    task: TuneTask
+    fingerprint: str
+    strategy: Any
+    tried: set[str]
+    default_cost: float = math.inf
+    best_cost: float = math.inf
+    best_knobs: dict[str, Any] | None = None
+    trials: int = 0
+    errors: int = 0
+    since_improvement: int = 0
+    history: list[float] = field(default_factory=list)   # best cost after each round
+    done: bool = False
+
+    @property
+    def speedup(self) -> float:
+        if not math.isfinite(self.best_cost) or not math.isfinite(self.default_cost):
+            return 1.0
+        return self.default_cost / self.best_cost
+
+    def note(self, point: dict[str, Any], result: MeasureResult, default: bool) -> None:
+        self.tried.add(knobs_json(point))
+        self.trials += 1
+        if not result.ok:
+            self.errors += 1
+            self.since_improvement += 1
+            return
+        if default:
+            self.default_cost = min(self.default_cost, result.best)
+        if result.best < self.best_cost:
+            self.best_cost, self.best_knobs = result.best, dict(point)
+            self.since_improvement = 0
+        else:
+            self.since_improvement += 1
+
+
+def _safe_features(task: TuneTask, point: dict[str, Any]) -> tuple[float, ...]:
+    try:
+        return task.features(point)
+    except EmberError:  # an illegal candidate: measuring it records the error
+        return (0.0,) * len(FEATURE_NAMES)
+
+
+def _transfer(db: TuningDatabase, task: TuneTask) -> list[tuple[Sequence[float], float, str]]:
+    """Earlier records of the same knob family on other tasks or targets, with features."""
+    rows = []
+    for r in db.records(family=task.family):
+        if r.task_key == task.key or r.features is None or len(r.features) != len(FEATURE_NAMES):
+            continue
+        rows.append((r.features, r.best, f"{r.task_key}/{r.fingerprint}"))
+    return rows
+
+
+def _start(task: TuneTask, db: TuningDatabase, search: str, seed: int, transfer: bool,
+           epsilon: float) -> TaskProgress:
+    fingerprint = Target(task.target).fingerprint
+    space = task.space()
+    if search == "xgb":
+        strategy: Any = ModelSearch(space, lambda p: _safe_features(task, p), task.key, seed,
+                                    epsilon, _transfer(db, task) if transfer else ())
+    else:
+        strategy = SEARCHES[search](space, seed)
+    progress = TaskProgress(task, fingerprint, strategy, set())
+    default = knobs_json(task.default_point())
+    earlier = db.records(task_key=task.key, fingerprint=fingerprint)
+    for r in earlier:  # resume: what was measured trains the model and is not repeated
+        point = dict(r.knobs)
+        result = MeasureResult(r.costs, r.error)
+        progress.note(point, result, knobs_json(point) == default)
+        progress.trials -= 1  # trials count this session's measurements only
+    if earlier:
+        strategy.observe([dict(r.knobs) for r in earlier], [r.best for r in earlier])
+    return progress
+
+
+def _measure(progress: TaskProgress, points: list[dict[str, Any]], runner: Runner,
+             db: TuningDatabase, version: str) -> None:
+    task = progress.task
+    results = runner.measure(task, points)
+    default = knobs_json(task.default_point())
+    records = []
+    for point, result in zip(points, results):
+        features = (progress.strategy.features(point) if isinstance(progress.strategy,
+                                                                    ModelSearch)
+                    else _safe_features(task, point))
+        records.append(Record(task.key, task.family, task.description, task.target,
+                              progress.fingerprint, point, result.costs, result.error,
+                              tuple(features), version))
+        progress.note(point, result, knobs_json(point) == default)
+    db.add(records)
+    progress.strategy.observe(points, [r.best for r in results])
+    progress.history.append(progress.best_cost)
+
+
+def _priority(p: TaskProgress, batch: int) -> float:
+    """Expected saving of the next round: weight x best latency x relative gain, the gain
+    optimistic (0.2) until the task had a batch of candidates, then its last round's (a
+    floor keeps every task in play)."""
+    gain = 0.2 if p.trials <= batch else 0.02
+    if p.trials > batch and len(p.history) >= 2 and math.isfinite(p.history[-2]) \
+            and p.history[-2] > 0:
+        gain = max(0.02, (p.history[-2] - p.history[-1]) / p.history[-2])
+    best = p.best_cost if math.isfinite(p.best_cost) else 1.0
+    return p.task.weight * best * gain
+
+
+def tune(tasks: Sequence[TuneTask], db: TuningDatabase, runner: Runner | None = None,
+         trials: int = 64, budget_seconds: float | None = None, search: str = "xgb",
+         batch: int = 8, transfer: bool = True, epsilon: float = 0.2,
+         early_stopping: int | None = None, progress: bool = False, seed: int = 0,
+         confirm: int = 1) -> list[TaskProgress]:
+    """Tune `tasks` for at most `trials` measurements in all (and `budget_seconds`), `batch`
+    candidates a round; returns each task's progress (default vs best).
+
+    Then, `confirm` times per task whose best is not its default, the default and the best
+    are measured again side by side (the worker kept both built, so this costs runs, not
+    builds): a candidate that looked fast only because the default's runs met other work
+    on the machine loses its lead there."""
+    if search not in SEARCHES:
+        raise TuningError(f"unknown search {search!r}; expected one of {sorted(SEARCHES)}")
+    if trials < 1 or batch < 1:
+        raise TuningError(f"tune: trials and batch must be >= 1, got {trials} and {batch}")
+    from ember.version import __version__
+
+    own_runner = runner is None
+    runner = runner or LocalRunner()
+    deadline = None if budget_seconds is None else time.monotonic() + budget_seconds
+    states = [_start(t, db, search, seed + i, transfer, epsilon) for i, t in enumerate(tasks)]
+    bar = _bar(trials, progress)
+    used = 0
+    try:
+        # the first round of every task measures its default schedule
+        queue = list(states)
+        while used < trials and (deadline is None or time.monotonic() < deadline):
+            live = [s for s in states if not s.done]
+            if not live:
+                break
+            state = queue.pop(0) if queue else max(live, key=lambda s: _priority(s, batch))
+            if state.done:
+                continue
+            size = min(batch, trials - used)
+            points: list[dict[str, Any]] = []
+            default = state.task.default_point()
+            if knobs_json(default) not in state.tried:
+                # first the default of every task: its latency decides where trials go
+                points.append(default)
+                size = 1
+            if size > len(points):
+                chosen = state.tried | {knobs_json(p) for p in points}
+                points += state.strategy.propose(size - len(points), chosen)
+            if not points:
+                state.done = True  # the space is exhausted
+                continue
+            _measure(state, points, runner, db, __version__)
+            used += len(points)
+            if early_stopping is not None and state.since_improvement >= early_stopping:
+                state.done = True
+            if bar is not None:
+                bar.update(len(points))
+                bar.set_postfix_str(f"{state.task.op} best {state.best_cost * 1e3:.3f} ms "
+                                    f"x{state.speedup:.2f}", refresh=False)
+        for state in states:
+            default = state.task.default_point()
+            best = state.best_knobs
+            if confirm and best is not None and knobs_json(best) != knobs_json(default):
+                _measure(state, [default, best] * confirm, runner, db, __version__)
+    finally:
+        if bar is not None:
+            bar.close()
+        if own_runner:
+            runner.close()
+    return states
+
+
+def _bar(total: int, enabled: bool) -> Any:
+    if not enabled:
+        return None
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return None
+    return tqdm(total=total, desc="tuning", unit="trial")
+
+
+def summary(states: Sequence[TaskProgress]) -> str:
+    """A table: per task its weight, trials, errors, default and best latency, speedup."""
+    lines = [f"{'task':56} {'w':>2} {'trials':>6} {'err':>3} {'default ms':>10} "
+             f"{'best ms':>9} {'speedup':>7}"]
+    for s in states:
+        lines.append(f"{s.task.description[:56]:56} {s.task.weight:>2} {s.trials:>6} "
+                     f"{s.errors:>3} {s.default_cost * 1e3:>10.3f} {s.best_cost * 1e3:>9.3f} "
+                     f"{s.speedup:>7.2f}")
+    return "\n".join(lines)
+
+
+__all__ = ["TaskProgress", "summary", "tune"]

@@ -1,0 +1,153 @@
+"""Measuring candidates in worker processes: a candidate that crashes, hangs, raises or gives
+a wrong answer becomes an error (naming the task) and measuring goes on."""
+
+import os
+import signal
+import time
+
+import numpy as np
+import pytest
+
+import ember
+from ember import te
+from ember.autotune.database import TuningDatabase
+from ember.autotune.measure import LocalRunner, MeasureSettings, compare_outputs
+from ember.autotune.tuner import tune
+from ember.errors import TuningError
+from ember.ops.knobs import Space
+
+_MODULE = None
+
+
+def _add_one():
+    global _MODULE
+    if _MODULE is None:
+        a = te.placeholder((256,), "float32", name="a")
+        b = te.compute((256,), lambda i: a[i] + te.const(1.0, "float32"), name="b")
+        _MODULE = ember.build(te.create_schedule(b.op), [a, b], name="add_one")
+    return _MODULE
+
+
+class ToyKernel:
+    def __init__(self, mode):
+        self.mode = mode
+        self.a = np.arange(256, dtype=np.float32)
+        self.outputs = [np.zeros(256, np.float32)]
+
+    def run(self):
+        if self.mode == "crash":
+            os.kill(os.getpid(), signal.SIGSEGV)
+        if self.mode == "hang":
+            time.sleep(3600)
+        if self.mode == "slow":
+            time.sleep(0.002)
+        _add_one()(self.a, self.outputs[0])
+        if self.mode == "wrong":
+            self.outputs[0][7] += 0.5
+
+
+class ToyTask:
+    """A task whose candidates misbehave on purpose (mode = what the kernel does)."""
+
+    key = "toy-task"
+    op = "Toy"
+    family = "ToyKnobs"
+    description = "Toy add-one 256"
+    target = "llvm"
+    weight = 1
+
+    def space(self):
+        return Space({"mode": ("ok", "crash", "hang", "wrong", "raise", "fine")})
+
+    def default_point(self):
+        return {"mode": "ok"}
+
+    def features(self, point):
+        return (float(len(point["mode"])),) * 28
+
+    def build(self, point, seed=0):
+        mode = "ok" if point is None else point["mode"]
+        if mode == "raise":
+            raise ValueError("this candidate cannot be built")
+        return ToyKernel(mode)
+
+
+SETTINGS = MeasureSettings(repeat=3, min_run_seconds=0.001, timeout=3.0)
+
+
+def test_crash_hang_wrong_and_raise_are_errors_and_measuring_goes_on():
+    modes = ["ok", "crash", "hang", "wrong", "raise", "fine"]
+    with LocalRunner(SETTINGS) as runner:
+        results = runner.measure(ToyTask(), [{"mode": m} for m in modes])
+    ok, crash, hang, wrong, raised, fine = results
+    assert ok.ok and len(ok.costs) == 3 and all(c > 0 for c in ok.costs)
+    assert crash.error is not None and not crash.ok
+    assert "worker process died (signal SIGSEGV" in crash.error
+    assert "Toy add-one 256" in crash.error and "'crash'" in crash.error
+    assert hang.error.startswith("timed out after 3 s") and "Toy add-one 256" in hang.error
+    assert wrong.error.startswith("wrong answer: output 0 differs") and "1 of 256" in wrong.error
+    assert raised.error.startswith("ValueError: this candidate cannot be built")
+    assert fine.ok  # a fresh worker took over after the crash and the hang
+
+
+def test_tune_records_errors_and_continues(tmp_path):
+    with TuningDatabase(tmp_path / "db.sqlite") as db, LocalRunner(SETTINGS) as runner:
+        states = tune([ToyTask()], db, runner, trials=6, batch=6, search="grid",
+                      confirm=0)
+        records = db.records(task_key="toy-task")
+    assert len(records) == 6
+    by_mode = {r.knobs["mode"]: r for r in records}
+    assert {m for m, r in by_mode.items() if r.ok} == {"ok", "fine"}
+    assert by_mode["crash"].error.startswith("worker process died")
+    assert states[0].errors == 4 and states[0].trials == 6
+    assert states[0].best_knobs["mode"] in ("ok", "fine")
+
+
+def test_resume_skips_what_was_measured(tmp_path):
+    with TuningDatabase(tmp_path / "db.sqlite") as db, LocalRunner(SETTINGS) as runner:
+        tune([ToyTask()], db, runner, trials=2, batch=2, search="grid", confirm=0)
+        first = {r.knobs["mode"] for r in db.records()}
+        states = tune([ToyTask()], db, runner, trials=2, batch=2, search="grid", confirm=0)
+        second = [r.knobs["mode"] for r in db.records()][2:]
+    assert first == {"ok", "crash"} and second == ["hang", "wrong"]
+    assert states[0].trials == 2 and states[0].errors == 3
+
+
+class SlowDefaultTask(ToyTask):
+    key = "toy-slow-default"
+
+    def space(self):
+        return Space({"mode": ("slow", "fine")})
+
+    def default_point(self):
+        return {"mode": "slow"}
+
+
+def test_confirmation_measures_default_and_best_again_without_building(tmp_path):
+    with TuningDatabase(tmp_path / "db.sqlite") as db, LocalRunner(SETTINGS) as runner:
+        states = tune([SlowDefaultTask()], db, runner, trials=2, batch=2, search="grid")
+        modes = [r.knobs["mode"] for r in db.records()]
+        again = runner.measure(SlowDefaultTask(), [{"mode": "slow"}, {"mode": "fine"}])
+    assert modes == ["slow", "fine", "slow", "fine"]
+    assert states[0].best_knobs == {"mode": "fine"} and states[0].speedup > 2
+    assert all(r.ok and r.build_seconds == 0.0 for r in again)  # kept built in the worker
+
+
+def test_compare_outputs():
+    want = [np.ones((4, 4), np.float32) * 100]
+    assert compare_outputs([want[0] + 1e-3], want, MeasureSettings()) is None
+    assert "shape (16,)" in compare_outputs([want[0].reshape(16)], want, MeasureSettings())
+    ints = [np.arange(5)]
+    assert compare_outputs([np.arange(5) + (np.arange(5) == 2)], ints,
+                           MeasureSettings()).startswith("wrong answer: output 0")
+
+
+def test_bad_settings():
+    with pytest.raises(TuningError, match="repeat and max_number must be >= 1"):
+        MeasureSettings(repeat=0)
+    with pytest.raises(TuningError, match="workers must be >= 1"):
+        LocalRunner(workers=0)
+    with pytest.raises(TuningError, match="unknown search 'annealing'"):
+        tune([ToyTask()], None, None, search="annealing")
+    with pytest.raises(TuningError, match="trials and batch must be >= 1"):
+        tune([ToyTask()], None, None, trials=0)

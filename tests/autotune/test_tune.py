@@ -1,0 +1,145 @@
+"""Tasks of a real model, a short tuning run on them, and compile(tuning_db=...) applying the
+best record of each task (and only records of this target)."""
+
+import time
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+import ember  # noqa: E402
+from ember.autotune import (  # noqa: E402
+    LocalRunner,
+    MeasureSettings,
+    Record,
+    TuningDatabase,
+    extract_tasks,
+    tune,
+)
+from ember.autotune.apply import database_knobs  # noqa: E402
+from ember.errors import TuningError  # noqa: E402
+from ember.target import Target  # noqa: E402
+
+TARGET = "llvm -num-cores=1"
+
+
+def _two_conv_model():
+    """x -> conv 8->16 3x3 -> relu -> conv 16->16 3x3 -> relu -> conv 16->16 3x3 -> relu."""
+    rng = np.random.default_rng(0)
+    nodes, inits = [], []
+    shapes = [(16, 8, 3, 3), (16, 16, 3, 3), (16, 16, 3, 3)]
+    x = "x"
+    for i, shape in enumerate(shapes):
+        w = numpy_helper.from_array((rng.standard_normal(shape) * 0.2).astype(np.float32),
+                                    f"w{i}")
+        inits.append(w)
+        nodes.append(helper.make_node("Conv", [x, f"w{i}"], [f"c{i}"], pads=[1, 1, 1, 1],
+                                      name=f"conv{i}"))
+        nodes.append(helper.make_node("Relu", [f"c{i}"], [f"r{i}"], name=f"relu{i}"))
+        x = f"r{i}"
+    graph = helper.make_graph(nodes, "convs",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                             [1, 8, 8, 8])],
+                              [helper.make_tensor_value_info(x, TensorProto.FLOAT,
+                                                             [1, 16, 8, 8])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _reference(model, x):
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(model.SerializeToString(),
+                                   providers=["CPUExecutionProvider"])
+    return session.run(None, {"x": x})[0]
+
+
+@pytest.fixture(scope="module")
+def model():
+    return _two_conv_model()
+
+
+@pytest.fixture(scope="module")
+def tasks(model):
+    return extract_tasks(model, TARGET)
+
+
+def test_extract_tasks_weights(tasks):
+    convs = [t for t in tasks if t.family == "ConvKnobs"]
+    assert sorted(t.weight for t in convs) == [1, 2]  # the two 16->16 convs share a task
+    heavy = next(t for t in convs if t.weight == 2)
+    assert len(heavy.groups) == 2 and heavy.description.startswith("ConvNCHWc")
+    assert heavy.space().size > 1
+    assert heavy.space().contains(heavy.default_point())
+    assert tasks == sorted(tasks, key=lambda t: (-t.weight, t.description))
+
+
+def test_tune_then_compile_uses_best_record(model, tasks, tmp_path):
+    heavy = next(t for t in tasks if t.family == "ConvKnobs" and t.weight == 2)
+    path = tmp_path / "tune.sqlite"
+    with TuningDatabase(path) as db, LocalRunner(MeasureSettings(repeat=2)) as runner:
+        states = tune([heavy], db, runner, trials=3, batch=3, search="random",
+                      confirm=0)
+        assert states[0].trials == 3 and len(db.records(task_key=heavy.key)) == 3
+        assert all(r.features is not None for r in db.records())
+        # a record that beats everything, at a point that is not the default
+        point = next(p for p in heavy.space().points() if p != heavy.default_point())
+        fingerprint = Target(TARGET).fingerprint
+        db.add([Record(heavy.key, heavy.family, heavy.description, TARGET, fingerprint,
+                       point, (1e-9,), None, None, "test", time.time()),
+                # faster still, but measured on another machine: never applied
+                Record(heavy.key, heavy.family, heavy.description, TARGET, "other cpu",
+                       heavy.default_point() | {"ow_tile": 1}, (1e-12,), None, None,
+                       "test", time.time())])
+    compiled = ember.compile(model, target=TARGET, tuning_db=path, cache=False)
+    knobs = compiled.stats["knobs"]
+    tuned = [name for name in heavy.groups]
+    for name in tuned:
+        assert {k: knobs[name][k] for k in point} == point
+    x = np.random.default_rng(1).standard_normal((1, 8, 8, 8)).astype(np.float32)
+    np.testing.assert_allclose(compiled.run({"x": x})[0], _reference(model, x),
+                               rtol=1e-4, atol=1e-4)
+
+
+def test_record_that_does_not_fit_the_family(model, tasks, tmp_path):
+    heavy = next(t for t in tasks if t.family == "ConvKnobs" and t.weight == 2)
+    with TuningDatabase(tmp_path / "db.sqlite") as db:
+        db.add(Record(heavy.key, heavy.family, heavy.description, TARGET,
+                      Target(TARGET).fingerprint, {"tile_size": 3}, (1e-9,), None, None,
+                      "test", time.time()))
+    with pytest.raises(TuningError, match=r"knobs \{'tile_size': 3\} do not fit ConvKnobs"):
+        ember.compile(model, target=TARGET, tuning_db=tmp_path / "db.sqlite", cache=False)
+
+
+def test_record_without_a_measured_default_is_not_applied(model, tasks, tmp_path):
+    heavy = next(t for t in tasks if t.family == "ConvKnobs" and t.weight == 2)
+    point = next(p for p in heavy.space().points() if p != heavy.default_point())
+    fingerprint = Target(TARGET).fingerprint
+    with TuningDatabase(tmp_path / "db.sqlite") as db:
+        db.add(Record(heavy.key, heavy.family, heavy.description, TARGET, fingerprint,
+                      point, (1e-9,), None, None, "test", time.time()))
+        from ember.autotune.lowering import knob_task
+
+        task = knob_task(heavy.group, Target(TARGET))
+        assert database_knobs(db, TARGET)(heavy.group, task) is None
+        db.add(Record(heavy.key, heavy.family, heavy.description, TARGET, fingerprint,
+                      heavy.default_point(), (1e-8,), None, None, "test", time.time()))
+        assert database_knobs(db, TARGET)(heavy.group, task) == heavy.knobs_at(point)
+
+
+def test_missing_database(model):
+    with pytest.raises(TuningError, match="tuning database '.*nothing.sqlite' does not exist"):
+        ember.compile(model, target=TARGET, tuning_db="/nonexistent/nothing.sqlite")
+
+
+def test_given_knobs_win_over_records(model, tasks, tmp_path):
+    heavy = next(t for t in tasks if t.family == "ConvKnobs" and t.weight == 2)
+    with TuningDatabase(tmp_path / "db.sqlite") as db:
+        from ember.autotune.lowering import knob_task
+
+        task = knob_task(heavy.group, Target(TARGET))
+        given = heavy.knobs_at(heavy.default_point() | {"ow_tile": 1})
+        lookup = database_knobs(db, TARGET, {heavy.group.name: given})
+        assert lookup(heavy.group, task) == given
+        assert database_knobs(db, TARGET)(heavy.group, task) is None  # no record yet
