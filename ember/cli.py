@@ -493,7 +493,16 @@ def build_parser() -> argparse.ArgumentParser:
                                                     "host CPU)")
     p.set_defaults(func=_cmd_demo)
 
-<<<<<<< HEAD
+    p = sub.add_parser("tune", help="tune a model's kernels into a tuning database",
+                       description="Measure schedule candidates of the model's tasks, keep "
+                                   "every measurement in the tuning database; compile with "
+                                   "tuning_db= to use the best.")
+    _model_options(p, compiled_ok=False)
+    from ember.autotune.command import add_arguments
+
+    add_arguments(p)
+    p.set_defaults(func=_cmd_tune)
+
     p = sub.add_parser("cache", help="show, prune or clear the kernel cache",
                        description="The on-disk cache of compiled kernels (EMBER_CACHE_DIR, "
                                    "else $XDG_CACHE_HOME/ember, else ~/.cache/ember), kept "
@@ -504,17 +513,6 @@ def build_parser() -> argparse.ArgumentParser:
                         "clear: remove every kernel")
     p.add_argument("--dir", help="the cache directory (default: as above)")
     p.set_defaults(func=_cmd_cache)
-=======
-    p = sub.add_parser("tune", help="tune a model's kernels into a tuning database",
-                       description="Measure schedule candidates of the model's tasks, keep "
-                                   "every measurement in the tuning database; compile with "
-                                   "tuning_db= to use the best.")
-    _model_options(p, compiled_ok=False)
-    from ember.autotune.command import add_arguments
-
-    add_arguments(p)
-    p.set_defaults(func=_cmd_tune)
->>>>>>> main
 
     p = sub.add_parser("target", help="show what a target string means on this machine",
                        description="Parse a target string (default: the host) and print "

@@ -126,7 +126,6 @@ def compile(model: Any, target: str | Target = "llvm", opt_level: int = 3,
         model = ember.compile("mobilenet.onnx")
         (probs,) = model(x)
 
-<<<<<<< HEAD
     model: a path to an .onnx file, an onnx.ModelProto, or an ember Graph.
     target: a target string or Target ("llvm" = this CPU; e.g. "llvm -mcpu=znver4",
         "llvm -num-cores=4"; GPU kinds "cuda", "rocm", "opencl", "metal"). CPU and
@@ -142,21 +141,14 @@ def compile(model: Any, target: str | Target = "llvm", opt_level: int = 3,
         many kernels).
     prepack: compute the weight-only stages of the kernels (packed panels, transposed
         weights) once here instead of on every run (default: on unless EMBER_PREPACK=0).
-
     knobs: the schedules' choices: a mapping from fused group name to Knobs, or a
         function (group, task) -> Knobs | None (None: the default); the knobs each group
         ran with are in `model.stats["knobs"]`.
+    tuning_db: a tuning database whose best record for each group's task on this target
+        supplies the group's knobs (groups without one, or given by `knobs`, keep their
+        default or given knobs).
 
     Bad input raises an EmberError subclass naming what was wrong and where.
-=======
-    `prepack` (default: on unless EMBER_PREPACK=0) computes the weight-only stages of the
-    kernels (packed panels, transposed weights) once here instead of on every run.
-    `knobs` sets the schedules' choices: a mapping from fused group name to Knobs, or a
-    function (group, task) -> Knobs | None (None: the default); the knobs each group ran
-    with are in `model.stats["knobs"]`. `tuning_db`: a tuning database whose best record
-    for each group's task on this target supplies the group's knobs (groups without one,
-    or given by `knobs`, keep their default or given knobs).
->>>>>>> main
     """
     tgt = resolve_target(target)
     if tgt.kind in ("cuda", "rocm", "opencl", "metal"):
