@@ -124,3 +124,20 @@ def test_te_shapes_past_32_bit_indices_are_refused(shape) -> None:
     # before: llvmlite's "Operands must be the same type, got (i32, i64)" at build time
     with pytest.raises(ShapeError, match="elements; tensors of at most 2147483647 elements"):
         te.placeholder(shape, "float32", name="a")
+
+
+@pytest.mark.parametrize("inputs,match", [
+    (None, "expected the inputs as a dict \\(name -> array\\) or a list of arrays in the "
+           "order \\['x'\\], got NoneType"),
+    (7, "got int"),
+    ("x", "got str"),
+    ({"x": "abc"}, "input 'x': cannot convert the given str to float32"),
+    ({"x": [[1, 2, 3], [4, 5]]}, "input 'x': cannot convert the given list to float32"),
+    ({"x": [["a"] * 8] * 2}, "input 'x': cannot convert the given list to float32"),
+])
+def test_run_inputs_numpy_cannot_convert(inputs, match) -> None:
+    model = ember.compile(_tiny_graph(), cache=False)
+    with pytest.raises(ArgumentError, match=match):
+        model.run(inputs)
+    ok = model.run({"x": [[1.0] * 8, [-1.0] * 8]})[0]  # a nested list that converts is fine
+    np.testing.assert_array_equal(ok, np.maximum(np.array([[1.0] * 8, [-1.0] * 8]), 0))
