@@ -141,3 +141,19 @@ def test_run_inputs_numpy_cannot_convert(inputs, match) -> None:
         model.run(inputs)
     ok = model.run({"x": [[1.0] * 8, [-1.0] * 8]})[0]  # a nested list that converts is fine
     np.testing.assert_array_equal(ok, np.maximum(np.array([[1.0] * 8, [-1.0] * 8]), 0))
+
+
+def test_zero_size_matmul_is_an_ember_error_not_a_crash() -> None:
+    # found by the fuzz suite: a batch of 0 reached max() of an empty sequence in pick_tile
+    from ember.ops.conv_common import pick_tile
+
+    assert pick_tile(0, 8) == 1 and pick_tile(12, 8) == 6
+    b = GraphBuilder("t")
+    x = b.input("x", (0, 8), "float32")
+    w = b.constant("w", np.ones((8, 5), "float32"))
+    y, = b.add("MatMul", [x, w])
+    try:
+        model = ember.compile(b.finish([y]), cache=False)
+    except EmberError:
+        return
+    assert model.run({"x": np.zeros((0, 8), "float32")})[0].shape == (0, 5)
