@@ -413,6 +413,7 @@ def _cmd_cache(args: argparse.Namespace) -> int:
     print(f"kernel cache: {cache.directory}")
     print(f"entries:      {count} ({size / 1e6:.1f} MB; cap {max_cache_bytes() / 2**20:.0f} MB, "
           "EMBER_CACHE_MAX_MB)")
+    return 0
 
 
 def _cmd_serve_rpc(args: argparse.Namespace) -> int:

@@ -146,7 +146,8 @@ def compile(model: Any, target: str | Target = "llvm", opt_level: int = 3,
         (probs,) = model(x)
         model = ember.compile(net.eval(), example_inputs=(torch.randn(1, 3, 224, 224),))
 
-    model: a path to an .onnx file, an onnx.ModelProto, or an ember Graph.
+    model: a path to an .onnx file, an onnx.ModelProto, a torch.nn.Module (with
+        `example_inputs`) or an ember Graph.
     target: a target string or Target ("llvm" = this CPU; e.g. "llvm -mcpu=znver4",
         "llvm -num-cores=4"; GPU kinds "cuda", "rocm", "opencl", "metal"). CPU and
         feature names are checked against LLVM's lists (`ember target --list-cpus`).
@@ -167,6 +168,8 @@ def compile(model: Any, target: str | Target = "llvm", opt_level: int = 3,
     tuning_db: a tuning database whose best record for each group's task on this target
         supplies the group's knobs (groups without one, or given by `knobs`, keep their
         default or given knobs).
+    example_inputs: for a torch.nn.Module, the tensors it is traced with (their shapes are
+        the compiled model's input shapes).
 
     Bad input raises an EmberError subclass naming what was wrong and where.
     """
