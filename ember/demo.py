@@ -52,8 +52,24 @@ def run_gemm_demo(size: int = 1024, threads: int | None = None, target: str = "l
     print(f"  max rel. error    {error:8.2e}  ({'ok' if ok else 'WRONG'} vs numpy)")
     print(f"  ember             {_gflops(size, ember_s):8.1f} GFLOP/s  ({ember_s * 1e3:.2f} ms)")
     print(f"  numpy (BLAS)      {_gflops(size, numpy_s):8.1f} GFLOP/s  ({numpy_s * 1e3:.2f} ms)")
-    print(f"  ratio ember/numpy {numpy_s / ember_s:8.2f}")
+    print(f"  speed ember/numpy {numpy_s / ember_s:8.2f}  (numpy's time over ember's: above 1, "
+          "ember is faster)")
+    print(f"  cpu               {cpu_name()}")
     return 0 if ok else 1
+
+
+def cpu_name() -> str:
+    """The CPU model this ran on (from /proc/cpuinfo; the platform's name elsewhere)."""
+    import platform
+
+    try:
+        with open("/proc/cpuinfo") as info:
+            for line in info:
+                if line.startswith(("model name", "Model", "Hardware")):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
 
 def run_model_demo(name: str = "resnet18", image_size: int = 224, threads: int | None = None,
@@ -83,9 +99,11 @@ def run_model_demo(name: str = "resnet18", image_size: int = 224, threads: int |
     print(f"  compile time      {compile_s:8.2f} s")
     print(f"  ember             {report.ember_seconds * 1e3:8.2f} ms")
     print(f"  onnxruntime       {report.ort_seconds * 1e3:8.2f} ms")
-    print(f"  ratio ember/ort   {report.ratio:8.2f}")
+    print(f"  time ember/ort    {report.ratio:8.2f}  (ember's time over onnxruntime's: below "
+          "1, ember is faster)")
     print(f"  max abs. error    {report.max_abs:8.2e}")
     print(f"  max rel. error    {report.max_rel:8.2e}  ({'ok' if ok else 'WRONG'} vs onnxruntime)")
+    print(f"  cpu               {cpu_name()}")
     return 0 if ok else 1
 
 

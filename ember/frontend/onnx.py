@@ -25,19 +25,21 @@ from ember.errors import ArgumentError, ModelError, ShapeError, UnsupportedOpErr
 from ember.graph.ir import Graph, GraphBuilder, Node, Value, constant, tensor_type
 from ember.graph.passes.dead_code import eliminate_dead_code
 from ember.graph.passes.rewrite import NONDETERMINISTIC
+from ember.types import check_shape
 from ember.ops.registry import OpDef, all_ops
 
 try:
     import onnx
     from onnx import AttributeProto, FunctionProto, GraphProto, ModelProto, NodeProto
-    from onnx import helper, numpy_helper
+    from onnx import helper
 except ImportError as _err:  # pragma: no cover - onnx is an optional dependency
     raise ImportError("importing ONNX models needs the onnx package: pip install onnx") from _err
 
 from ember.frontend.onnx_dynamic import CONVERTERS as DATA_DEPENDENT_CONVERTERS
 from ember.frontend.onnx_quant import CONVERTERS as QUANTIZED_CONVERTERS
 from ember.frontend.onnx_fold import (as_attr, attribute_value, elem_type, onnx_dtype,
-                                      schema_defaults, schema_function, supported_array)
+                                      schema_defaults, schema_function, schema_input_types,
+                                      supported_array, tensor_array, type_string)
 
 MIN_OPSET = 11
 MAX_FUNCTION_DEPTH = 16
@@ -115,6 +117,7 @@ def from_onnx(model: ModelProto | str | bytes | os.PathLike[str],
         graph = from_onnx(model_proto, input_shapes={"x": (1, 3, 32, 32)})
     """
     proto = load_model(model)
+    _check_text(proto.graph)
     _check(proto)
     proto = _upgrade(proto)
     return _Importer(proto, dict(input_shapes or {}), dict(constant_inputs or {}),
@@ -141,15 +144,99 @@ def _upgrade(model: ModelProto) -> ModelProto:
         return model
 
 
+def _check_text(graph: GraphProto, where: str = "the graph") -> None:
+    """Every name is text: protobuf hands back bytes for a string field that is not valid
+    UTF-8 (a damaged file), which no later step expects."""
+    def bad(value: Any) -> bool:
+        return isinstance(value, bytes)
+
+    for kind, values in (("input", graph.input), ("output", graph.output),
+                         ("value_info", graph.value_info), ("initializer", graph.initializer)):
+        for index, item in enumerate(values):
+            if bad(item.name):
+                raise ModelError(f"{where}: the name of {kind} {index} is not valid UTF-8")
+    for index, node in enumerate(graph.node):
+        fields = [node.name, node.op_type, node.domain, *node.input, *node.output,
+                  *(a.name for a in node.attribute)]
+        if any(bad(f) for f in fields):
+            raise ModelError(f"{where}: node {index} ({node.op_type!r}) has a name, op type, "
+                             "input, output or attribute name that is not valid UTF-8")
+        for attr in node.attribute:
+            if attr.type == AttributeProto.GRAPH:
+                _check_text(attr.g, f"{where}, node {index} attribute '{attr.name}'")
+
+
 def _check(model: ModelProto) -> None:
     try:
         onnx.checker.check_model(model)
-    except onnx.checker.ValidationError as err:
+    except Exception as err:  # noqa: BLE001 (ValidationError; UnicodeDecodeError on bad bytes)
         undefined = _first_undefined_input(model.graph)
         if undefined is not None:
             raise undefined from None
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise ModelError(f"the model fails the ONNX checker: {first}") from None
+        raise ModelError(f"the model fails the ONNX checker: {first}"
+                         f"{_shapeless_values(model.graph)}") from None
+
+
+def _shapeless_values(graph: GraphProto) -> str:
+    """Which graph inputs/outputs have a tensor type without a shape (the checker's
+    "Field 'shape' of 'type' is required" names none)."""
+    names = [f"{kind} {index} '{vi.name}'"
+             for kind, values in (("input", graph.input), ("output", graph.output))
+             for index, vi in enumerate(values)
+             if vi.type.WhichOneof("value") == "tensor_type"
+             and not vi.type.tensor_type.HasField("shape")]
+    if not names:
+        return ""
+    verb = "has" if len(names) == 1 else "have"
+    return (f" (graph {', '.join(names)} {verb} a type without a shape; give each a shape, "
+            "with dim_param names for unknown dims)")
+
+
+def _check_declared(vi: onnx.ValueInfoProto, value: Value, kind: str = "graph output"
+                    ) -> None:
+    """A graph output's declared element type must be what ember computes (onnxruntime
+    refuses such a model too): else the caller gets another type than the model promises."""
+    if vi.type.WhichOneof("value") != "tensor_type":
+        return
+    tensor = vi.type.tensor_type
+    if not tensor.elem_type and kind == "graph output":
+        raise ModelError(f"graph output '{vi.name}' has element type 0 (UNDEFINED); declare "
+                         f"its type ({value.type.dtype} here)")
+    if tensor.elem_type:
+        try:
+            declared = onnx_dtype(tensor.elem_type, f"{kind} '{vi.name}'")
+        except UnsupportedOpError:
+            if kind == "value_info":
+                return  # a type ember lacks, on a value it computed anyway
+            raise
+        if declared != value.type.dtype:
+            raise ModelError(f"{kind} '{vi.name}' is declared {declared} but the graph "
+                             f"computes {value.type.dtype}")
+    # a declared shape that differs is only a warning in onnxruntime, and the ONNX backend
+    # compiles one model for several fed shape inputs: not checked
+
+
+def _check_input_types(ctx: NodeContext) -> None:
+    """Each input's type must be one the op's ONNX schema allows (onnxruntime refuses the
+    model otherwise): a double Reshape shape or a float Gather index is a broken model."""
+    if ctx.node.domain not in ("", "ai.onnx") or (ctx.op not in CONVERTERS
+                                                  and ctx.op not in all_ops()):
+        return  # an op ember lacks is reported as unsupported, with the others
+    formals = schema_input_types(ctx.op, ctx.opset)
+    if not formals:
+        return
+    for index, value in enumerate(ctx.values):
+        if value is None or value is _UNKNOWN:
+            continue
+        name, allowed, variadic = formals[min(index, len(formals) - 1)]
+        if index >= len(formals) and not variadic:
+            return  # more inputs than the schema has: the converter reports it
+        got = type_string(value.type.dtype)
+        if any(a.startswith("tensor(") for a in allowed) and got not in allowed:
+            raise ModelError(f"node '{ctx.label}' ({ctx.op}): input {index} ('{name}') has "
+                             f"type {got}; the ONNX schema allows "
+                             f"{', '.join(sorted(allowed))}")
 
 
 def _first_undefined_input(graph: GraphProto) -> ModelError | None:
@@ -226,11 +313,23 @@ class _Importer:
         nodes = _needed_nodes(graph, names, set(self.constant_inputs))
         self._convert_nodes(nodes, env, opsets, "")
         outputs = []
-        for name in names:
+        if not graph.output:
+            raise ModelError("the model's graph declares no outputs; ONNX requires at least one")
+        declared = {vi.name: vi for vi in graph.output}
+        for index, name in enumerate(names):
             if name not in env or env[name] is None:
-                raise ModelError(f"graph output '{name}' is not produced by any node, input "
+                label = f"'{name}'" if name else f"{index} (unnamed)"
+                raise ModelError(f"graph output {label} is not produced by any node, input "
                                  "or initializer")
-            outputs.append(env[name])
+            value = env[name]
+            if not self.problems and value is not None and name in declared:
+                _check_declared(declared[name], value)
+            outputs.append(value)
+        if not self.problems:
+            for vi in graph.value_info:  # declared types of intermediates, as for outputs
+                value = env.get(vi.name)
+                if value is not None and value is not _UNKNOWN:
+                    _check_declared(vi, value, "value_info")
         if self.problems:
             raise UnsupportedModelError(self.problems, frozenset(self.dynamic),
                                         frozenset(self.dynamic_values))
@@ -293,7 +392,7 @@ class _Importer:
         except UnsupportedOpError as err:
             self.problems.append(str(err))
             return _UNKNOWN
-        return self._constant(name, numpy_helper.to_array(tensor))
+        return self._constant(name, tensor_array(tensor, f"initializer '{name}'"))
 
     def _input_type(self, vi: onnx.ValueInfoProto) -> tuple[Any, tuple[int, ...]]:
         name = vi.name
@@ -304,9 +403,7 @@ class _Importer:
         dtype = onnx_dtype(tensor.elem_type, f"graph input '{name}'")
         dims = list(tensor.shape.dim) if tensor.HasField("shape") else None
         if name in self.input_shapes:
-            shape = tuple(int(d) for d in self.input_shapes[name])
-            if any(s < 0 for s in shape):
-                raise ShapeError(f"input_shapes['{name}'] = {shape} has a negative size")
+            shape = check_shape(self.input_shapes[name], f"input_shapes['{name}']")
             if dims is not None:
                 declared = [d.dim_value if _known_dim(d) else None for d in dims]
                 if len(declared) != len(shape) or any(
@@ -325,7 +422,7 @@ class _Importer:
                                  f"({symbol}); ember compiles static shapes: pass "
                                  f"input_shapes={{'{name}': {example}}} (your sizes) to "
                                  "from_onnx/ember.compile")
-        return dtype, tuple(int(d.dim_value) for d in dims)
+        return dtype, check_shape([int(d.dim_value) for d in dims], f"graph input '{name}'")
 
     # nodes ------------------------------------------------------------------------------
     def _convert_nodes(self, nodes: Sequence[NodeProto], env: MutableMapping[str, Value | None],
@@ -373,6 +470,7 @@ class _Importer:
             else:
                 values.append(env[name])
         ctx = NodeContext(node, label, opsets, values, env)
+        _check_input_types(ctx)
         outputs: Sequence[Value | None] | None = None
         if any(v is _UNKNOWN for v in values):
             self._check_known(ctx)
@@ -459,6 +557,10 @@ class _Importer:
         inputs.extend([None] * (len(data_inputs) - len(inputs)))
         if "num_outputs" in opdef.attrs and attrs.get("num_outputs") is None \
                 and attrs.get("split") is None:
+            if ctx.op == "Split" and ctx.opset >= 18:  # older opsets split evenly by outputs
+                raise ModelError(f"node '{ctx.label}' (Split, opset {ctx.opset}): give either "
+                                 "the 'split' input or the 'num_outputs' attribute (ONNX "
+                                 "requires one from opset 18)")
             attrs["num_outputs"] = len(ctx.node.output)
         return self.add(ctx, ctx.op, inputs, attrs)
 
