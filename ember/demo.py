@@ -7,6 +7,8 @@ import time
 
 import numpy as np
 
+from ember.target_facts import host_cpu_model
+
 
 def _gflops(size: int, seconds: float) -> float:
     return 2.0 * size**3 / seconds / 1e9
@@ -54,22 +56,8 @@ def run_gemm_demo(size: int = 1024, threads: int | None = None, target: str = "l
     print(f"  numpy (BLAS)      {_gflops(size, numpy_s):8.1f} GFLOP/s  ({numpy_s * 1e3:.2f} ms)")
     print(f"  speed ember/numpy {numpy_s / ember_s:8.2f}  (numpy's time over ember's: above 1, "
           "ember is faster)")
-    print(f"  cpu               {cpu_name()}")
+    print(f"  cpu               {host_cpu_model()}")
     return 0 if ok else 1
-
-
-def cpu_name() -> str:
-    """The CPU model this ran on (from /proc/cpuinfo; the platform's name elsewhere)."""
-    import platform
-
-    try:
-        with open("/proc/cpuinfo") as info:
-            for line in info:
-                if line.startswith(("model name", "Model", "Hardware")):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def run_model_demo(name: str = "resnet18", image_size: int = 224, threads: int | None = None,
@@ -103,7 +91,7 @@ def run_model_demo(name: str = "resnet18", image_size: int = 224, threads: int |
           "1, ember is faster)")
     print(f"  max abs. error    {report.max_abs:8.2e}")
     print(f"  max rel. error    {report.max_rel:8.2e}  ({'ok' if ok else 'WRONG'} vs onnxruntime)")
-    print(f"  cpu               {cpu_name()}")
+    print(f"  cpu               {host_cpu_model()}")
     return 0 if ok else 1
 
 
