@@ -120,7 +120,9 @@ def _roots(stmt: S.Stmt, temporaries: list[Buffer], out: list[Root],
            loop: S.For | None = None) -> None:
     match stmt:
         case S.Allocate(buffer, body) if buffer.scope == "global":
-            temporaries.append(buffer)
+            # a loop peeled by the pipeline repeats its body's allocations: one device buffer
+            if all(t.data is not buffer.data for t in temporaries):
+                temporaries.append(buffer)
             _roots(body, temporaries, out, loop)
         case S.Seq(items):
             for item in items:

@@ -115,3 +115,28 @@ def test_scan_time_axis_inside_thread_loops_is_refused():
     with pytest.raises(ScheduleError, match="scan 'cumsum': its time axis 'cumsum.t' is "
                                             "inside thread-bound loops"):
         lower_gpu(s, [X, out], "cumsum")
+
+
+def test_an_allocation_repeated_by_a_peeled_loop_is_one_temporary():
+    from ember.dtype import float32
+    from ember.tir import expr as E
+    from ember.tir import stmt as S
+    from ember.tir.function import Buffer, PrimFunc
+
+    out = Buffer("out", (E.const(64),), float32)
+    tmp = Buffer("tmp", (E.const(64),), float32)
+
+    def step():  # tmp = 1; out = tmp, as a peeled iteration and the loop body both hold it
+        i, j = E.Var("i"), E.Var("j")
+        fill = S.For(i, E.const(0), E.const(64), S.ForKind.THREAD_BINDING,
+                     S.Store(tmp, E.const(1.0, float32), (i,)), thread_tag="threadIdx.x")
+        copy = S.For(j, E.const(0), E.const(64), S.ForKind.THREAD_BINDING,
+                     S.Store(out, E.Load(tmp, (j,)), (j,)), thread_tag="threadIdx.x")
+        return S.Allocate(tmp, S.Seq((fill, copy)))
+
+    t = E.Var("t")
+    body = S.Seq((step(), S.For(t, E.const(1), E.const(3), S.ForKind.SERIAL, step())))
+    program = split_kernels(PrimFunc("f", (out,), body))
+    assert [b.name for b in program.temporaries] == ["tmp"]
+    assert all(len({id(b.data) for b in k.buffers}) == len(k.buffers) for k in program.kernels)
+    assert len(program.launch_order()) == 2 + 2 * 3
