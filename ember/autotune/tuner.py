@@ -151,7 +151,7 @@ def tune(tasks: Sequence[TuneTask], db: TuningDatabase, runner: Runner | None = 
         raise TuningError(f"unknown search {search!r}; expected one of {sorted(SEARCHES)}")
     if trials < 1 or batch < 1:
         raise TuningError(f"tune: trials and batch must be >= 1, got {trials} and {batch}")
-    from ember import __version__
+    from ember.version import __version__
 
     own_runner = runner is None
     runner = runner or LocalRunner()
