@@ -14,12 +14,15 @@ import importlib
 from ember.errors import EmberError
 from ember.version import __version__
 
-__all__ = ["build", "compile", "export_library", "lower", "EmberError", "__version__"]
+__all__ = ["build", "compile", "export_c", "export_library", "export_objects", "export_wasm",
+           "lower",
+           "EmberError", "__version__"]
 
 # everything but the errors loads on first use, so that loading an exported library
 # (ember.runtime.library) does not import the compiler
 _LAZY = {"build": "ember.lowering.build", "lower": "ember.te.lower", "compile": "ember.driver",
-         "export_library": "ember.driver"}
+         "export_library": "ember.driver", "export_objects": "ember.driver",
+         "export_wasm": "ember.driver", "export_c": "ember.driver"}
 
 
 def __getattr__(name: str) -> object:

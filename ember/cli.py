@@ -144,6 +144,9 @@ def _cmd_compile(args: argparse.Namespace) -> int:
 
     if args.output.endswith(".so"):
         return _export(args)
+    kind = args.target.split()[0] if args.target.strip() else "llvm"
+    if kind in ("c", "wasm"):
+        return _export_source(args, kind)
     model = _compile(args)
     out = save_compiled(model, args.output)
     stats = model.stats
@@ -164,6 +167,24 @@ def _export(args: argparse.Namespace) -> int:
                          progress=True if sys.stderr.isatty() else None)
     print(f"exported {Path(args.model).name} to {out} ({out.stat().st_size} bytes); load it "
           "with ember.runtime.library.load_library")
+    return 0
+
+
+def _export_source(args: argparse.Namespace, kind: str) -> int:
+    from ember.driver import export_c, export_wasm
+
+    if not Path(args.model).is_file():
+        raise ArgumentError(f"model file '{args.model}' does not exist")
+    if kind == "c":
+        out = export_c(args.model, args.output, input_shapes=_input_shapes(args),
+                       opt_level=args.opt_level, target=args.target)
+        print(f"wrote {out}/model.c, model.h, model_constants.c and model_weights.bin; build "
+              "with: cc -std=c99 -O2 model.c model_constants.c your_main.c -lm")
+    else:
+        out = export_wasm(args.model, args.output, input_shapes=_input_shapes(args),
+                          opt_level=args.opt_level, target=args.target,
+                          cache=not args.no_cache)
+        print(f"wrote {out} (import {{ load }} from it) with its .wasm and .weights")
     return 0
 
 
@@ -359,6 +380,44 @@ def _cmd_target(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_serve_rpc(args: argparse.Namespace) -> int:
+    from ember.runtime import rpc
+
+    key = rpc.read_key_file(args.key_file) if args.key_file else rpc.check_key(None)
+    server = rpc.Server(key, args.host, args.port, args.idle_timeout, args.max_message)
+    host, port = server.address
+    print(f"ember serve-rpc listening on {host}:{port}", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        server.shutdown()
+    return 0
+
+
+def _cmd_serve_web(args: argparse.Namespace) -> int:
+    import time
+
+    from ember.serve_web import build_site, start_server
+
+    site = build_site(args.model, args.root) if args.model else Path(args.root)
+    server = start_server(site, args.host, args.port)
+    host, port = server.server_address[:2]
+    print(f"serving {site} on http://{host}:{port}/ (Ctrl-C stops)", flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        server.shutdown()
+    return 0
+
+
+def _cmd_rpc_server(args: argparse.Namespace) -> int:
+    from ember.lowering.crt import build_rpc_server
+
+    print(f"wrote {build_rpc_server(args.target, args.output)} for {args.target}")
+    return 0
+
+
 # parser -----------------------------------------------------------------------------------
 def _model_options(p: argparse.ArgumentParser, compiled_ok: bool = True) -> None:
     what = "an .onnx file" + (" or a directory or .so written by 'ember compile'"
@@ -391,7 +450,8 @@ def build_parser() -> argparse.ArgumentParser:
                                    "that runs without the compiler.")
     _model_options(p, compiled_ok=False)
     p.add_argument("-o", "--output", required=True,
-                   help="output directory, or FILE.so for a shared library")
+                   help="output directory, or FILE.so for a shared library (--target c / "
+                        "wasm: a directory of C source / WebAssembly + JavaScript)")
     p.set_defaults(func=_cmd_compile)
 
     p = sub.add_parser("run", help="run a model on random or given inputs",
@@ -472,6 +532,39 @@ def build_parser() -> argparse.ArgumentParser:
                                    "its triple, CPU and vector width.")
     p.add_argument("spec", nargs="?", default="", help='e.g. "llvm -mcpu=znver4"')
     p.set_defaults(func=_cmd_target)
+
+    p = sub.add_parser("serve-rpc", help="serve RPC: hosts upload, run and time libraries here",
+                       description="Serve ember's RPC protocol (see ember.runtime.rpc) on this "
+                                   "device: an authenticated host uploads exported libraries, "
+                                   "runs them on its inputs and fetches outputs and times. "
+                                   "The shared key: --key-file or EMBER_RPC_KEY.")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=9090, help="port (default 9090; 0: any)")
+    p.add_argument("--key-file", help="file holding the shared key (else EMBER_RPC_KEY)")
+    p.add_argument("--idle-timeout", type=float, default=60.0,
+                   help="seconds before an idle peer is dropped (default 60)")
+    p.add_argument("--max-message", type=int, default=1 << 30,
+                   help="largest frame accepted, in bytes (default 1 GiB)")
+    p.set_defaults(func=_cmd_serve_rpc)
+
+    from ember.serve_web import DEFAULT_ROOT
+
+    p = sub.add_parser("serve-web", help="serve the in-browser classification example",
+                       description="Compile a model to WebAssembly beside the example page "
+                                   "(examples/web) and serve the page on this machine.")
+    p.add_argument("--model", help="an .onnx image classifier (default: the page's current "
+                                   "model/ directory)")
+    p.add_argument("--root", default=str(DEFAULT_ROOT), help="the page's directory")
+    p.add_argument("--host", default="127.0.0.1", help="address (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0: any)")
+    p.set_defaults(func=_cmd_serve_web)
+
+    p = sub.add_parser("rpc-server", help="build the C RPC server for a device",
+                       description="Compile ember's C RPC server (no Python needed on the "
+                                   "device) with the target's C compiler.")
+    p.add_argument("--target", default="llvm", help="e.g. cortex-a72, armv7 (default: here)")
+    p.add_argument("-o", "--output", required=True, help="the program to write")
+    p.set_defaults(func=_cmd_rpc_server)
     return parser
 
 

@@ -27,15 +27,25 @@ from ember.runtime import threadpool
 from ember.runtime.executor import CompiledModel
 from ember.target import Target
 
-__all__ = ["CompiledModel", "compile", "export_library", "export_objects", "import_model",
-           "resolve_target"]
+__all__ = ["CompiledModel", "compile", "export_c", "export_library", "export_objects",
+           "export_wasm", "import_model", "resolve_target"]
 
 CacheArg = bool | str | os.PathLike[str] | KernelCache
 
 
-def import_model(model: Any, input_shapes: Mapping[str, Sequence[int]] | None = None
-                 ) -> Graph:
-    """A Graph from a path to an .onnx file, an onnx.ModelProto or a Graph (returned as is)."""
+def import_model(model: Any, input_shapes: Mapping[str, Sequence[int]] | None = None,
+                 example_inputs: Sequence[Any] | None = None) -> Graph:
+    """A Graph from a path to an .onnx file, an onnx.ModelProto, a torch.nn.Module (exported
+    on `example_inputs`) or a Graph (returned as is)."""
+    if _is_torch_module(model):
+        if example_inputs is None:
+            raise ArgumentError("compile: a torch.nn.Module needs example_inputs=(tensor, ...) "
+                                "to be exported with torch.export")
+        from ember.frontend.torch import from_torch
+
+        return from_torch(model, example_inputs)
+    if example_inputs is not None:
+        raise ArgumentError("example_inputs only applies to torch.nn.Module models")
     if isinstance(model, Graph):
         if input_shapes:
             raise ArgumentError("input_shapes only applies to ONNX models; an ember Graph "
@@ -59,8 +69,14 @@ def import_model(model: Any, input_shapes: Mapping[str, Sequence[int]] | None = 
         from ember.lowering.evaluate import evaluate_node
 
         return from_onnx(model, input_shapes=input_shapes, evaluate=evaluate_node)
-    raise ArgumentError(f"compile: expected a path, an onnx.ModelProto or an ember Graph, got "
-                        f"{type(model).__name__}")
+    raise ArgumentError(f"compile: expected a path, an onnx.ModelProto, a torch.nn.Module or an "
+                        f"ember Graph, got {type(model).__name__}")
+
+
+def _is_torch_module(model: Any) -> bool:
+    """True for a torch.nn.Module, without importing torch for other models."""
+    return any(c.__module__ == "torch.nn.modules.module" and c.__name__ == "Module"
+               for c in type(model).__mro__)
 
 
 def resolve_target(target: str | Target) -> Target:
@@ -83,9 +99,10 @@ def _prepack_default(prepack: bool | None) -> bool:
 def _prepare(model: Any, target: Target, opt_level: int,
              input_shapes: Mapping[str, Sequence[int]] | None, cache: CacheArg,
              jobs: int | None, progress: bool | None, prepack: bool, pic: bool = False,
-             knobs: KnobsArg = None) -> Prepared:
+             knobs: KnobsArg = None, example_inputs: Sequence[Any] | None = None
+             ) -> Prepared:
     start = time.perf_counter()
-    graph = import_model(model, input_shapes)
+    graph = import_model(model, input_shapes, example_inputs)
     seconds = time.perf_counter() - start
     built = prepare(graph, target, opt_level, cache, jobs, progress, prepack, pic, knobs)
     built.timings["import"] = seconds
@@ -96,11 +113,14 @@ def compile(model: Any, target: str | Target = "llvm", opt_level: int = 3,
             input_shapes: Mapping[str, Sequence[int]] | None = None,
             cache: CacheArg = True, jobs: int | None = None, progress: bool | None = None,
             prepack: bool | None = None, knobs: KnobsArg = None,
-            tuning_db: str | os.PathLike[str] | None = None) -> CompiledModel:
-    """Compile a model (path, onnx.ModelProto or ember Graph) into a runnable CompiledModel.
+            tuning_db: str | os.PathLike[str] | None = None,
+            example_inputs: Sequence[Any] | None = None) -> CompiledModel:
+    """Compile a model (path, onnx.ModelProto, torch.nn.Module or ember Graph) into a
+    runnable CompiledModel.
 
         model = ember.compile("mobilenet.onnx")
         (probs,) = model(x)
+        model = ember.compile(net.eval(), example_inputs=(torch.randn(1, 3, 224, 224),))
 
     `prepack` (default: on unless EMBER_PREPACK=0) computes the weight-only stages of the
     kernels (packed panels, transposed weights) once here instead of on every run.
@@ -114,6 +134,9 @@ def compile(model: Any, target: str | Target = "llvm", opt_level: int = 3,
     if tgt.kind in ("cuda", "rocm", "opencl", "metal"):
         from ember.driver_gpu import compile_gpu
 
+        if example_inputs is not None:
+            model = import_model(model, input_shapes, example_inputs)
+            input_shapes = None
         return compile_gpu(model, tgt, opt_level, input_shapes,  # type: ignore[return-value]
                            knobs=knobs, cache=cache)
     start = time.perf_counter()
@@ -122,7 +145,7 @@ def compile(model: Any, target: str | Target = "llvm", opt_level: int = 3,
 
         knobs = database_knobs(tuning_db, tgt, knobs)
     built = _prepare(model, tgt, opt_level, input_shapes, cache, jobs, progress,
-                     _prepack_default(prepack), knobs=knobs)
+                     _prepack_default(prepack), knobs=knobs, example_inputs=example_inputs)
     timings = built.timings
     linked = link(built.plan, built.objects, tgt)
     timings["link"] = time.perf_counter() - start - sum(timings.values())
@@ -157,11 +180,46 @@ def export_library(model: Any, path: str | os.PathLike[str],
     """
     _exportable(model)
     tgt = resolve_target(target)
+    if tgt.kind in ("wasm", "c"):
+        raise ArgumentError(f"export_library: target '{tgt}' makes no shared library; use "
+                            f"ember.export_{tgt.kind}(model, directory)")
     out = export.check_output_path(path)
     cc = export.find_c_compiler(tgt)  # before the compile: fail fast
     built = _prepare(model, tgt, opt_level, input_shapes, cache, jobs, progress,
                      _prepack_default(prepack) and tgt.is_host, pic=True)
     return export.write_library(built, tgt, cc, out)
+
+
+def export_c(model: Any, directory: str | os.PathLike[str],
+             input_shapes: Mapping[str, Sequence[int]] | None = None, opt_level: int = 3,
+             target: str | Target = "c", embed_constants: bool = True) -> Path:
+    """`model` as standalone C99 in `directory`: model.c, model.h, model_weights.bin and
+    (embed_constants) model_constants.c; see ember.lowering.c_model."""
+    from ember.lowering.c_model import write_c_model
+
+    _exportable(model)
+    return write_c_model(import_model(model, input_shapes), directory, target, opt_level,
+                         embed_constants)
+
+
+def export_wasm(model: Any, directory: str | os.PathLike[str], name: str | None = None,
+                input_shapes: Mapping[str, Sequence[int]] | None = None,
+                opt_level: int = 3, target: str | Target = "wasm",
+                cache: CacheArg = True, jobs: int | None = None,
+                progress: bool | None = None) -> Path:
+    """`model` as WebAssembly in `directory`: NAME.wasm, NAME.weights and the ES module
+    NAME.js (`const m = await load(); m.run({input: Float32Array})`); returns the .js.
+    NAME defaults to the model file's stem, else "model"."""
+    from ember.lowering import wasm
+
+    _exportable(model)
+    tgt = wasm.check_wasm_target(Target(target))
+    root = export.check_output_directory(directory)
+    wasm.find_wasm_ld()  # before the compile: fail fast
+    if name is None:
+        name = Path(model).stem if isinstance(model, (str, os.PathLike)) else "model"
+    built = _prepare(model, tgt, opt_level, input_shapes, cache, jobs, progress, False)
+    return wasm.write_wasm(built, tgt, root, name)
 
 
 def export_objects(model: Any, directory: str | os.PathLike[str],

@@ -39,6 +39,8 @@ _ARCH = re.compile(r"^(x86_64|i[3-6]86|aarch64(_be)?|arm64|armv\d+[a-z]*|arm|thu
                    r"wasm32|wasm64|nvptx64|nvptx|amdgcn|riscv32|riscv64|powerpc64le|"
                    r"powerpc64|ppc64le|mips64el|mipsel|s390x|loongarch64)$")
 
+_OS_NAMES = ("linux", "none", "windows", "freebsd", "android", "darwin", "wasi", "emscripten")
+
 # CPUs whose vector registers are 512 (AVX-512) or 256 (AVX2) bits wide
 _AVX512_CPUS = ("skylake-avx512", "cascadelake", "cooperlake", "cannonlake", "icelake-client",
                 "icelake-server", "tigerlake", "sapphirerapids", "emeraldrapids",
@@ -47,6 +49,35 @@ _AVX512_CPUS = ("skylake-avx512", "cascadelake", "cooperlake", "cannonlake", "ic
 _AVX2_CPUS = ("haswell", "broadwell", "skylake", "alderlake", "raptorlake", "meteorlake",
               "arrowlake", "arrowlake-s", "lunarlake", "gracemont", "znver1", "znver2",
               "znver3", "x86-64-v3", "bdver4")
+
+# the x86-64 micro-architecture levels (psABI): each adds to the one before
+_X86_V1 = ("sse", "sse2")
+_X86_V2 = _X86_V1 + ("sse3", "ssse3", "sse4.1", "sse4.2", "popcnt", "cx16", "sahf")
+_X86_V3 = _X86_V2 + ("avx", "avx2", "bmi", "bmi2", "f16c", "fma", "lzcnt", "movbe")
+_X86_V4 = _X86_V3 + ("avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl")
+_X86_V2_CPUS = ("x86-64-v2", "nehalem", "westmere", "sandybridge", "ivybridge", "silvermont",
+                "goldmont", "goldmont-plus", "tremont", "btver2", "bdver1", "bdver2",
+                "bdver3")
+_ARMV8_CPUS = ("cortex-a35", "cortex-a53", "cortex-a55", "cortex-a57", "cortex-a72",
+               "cortex-a73", "cortex-a75", "cortex-a76", "neoverse-n1", "apple-m1")
+# cores whose ISA includes LSE atomics and fp16 / dot products (ARMv8.2-A and later)
+_ARMV82_CPUS = ("cortex-a55", "cortex-a75", "cortex-a76", "neoverse-n1", "apple-m1")
+_DEPENDENT_FEATURES = {"avx512f": ("avx512",), "avx": ("avx", "fma", "f16c"),
+                       "avx2": ("avx2", "avx512"), "neon": ("dotprod", "i8mm", "sve")}
+
+# named portable targets: build on any machine, run on every machine of the kind
+PRESETS: dict[str, str] = {
+    "x86-64": "llvm -mtriple=x86_64-linux-gnu -mcpu=x86-64",
+    "x86-64-v2": "llvm -mtriple=x86_64-linux-gnu -mcpu=x86-64-v2",
+    "x86-64-v3": "llvm -mtriple=x86_64-linux-gnu -mcpu=x86-64-v3",
+    "x86-64-v4": "llvm -mtriple=x86_64-linux-gnu -mcpu=x86-64-v4",
+    "aarch64": "llvm -mtriple=aarch64-linux-gnu -mcpu=generic -mattr=+neon",
+    "cortex-a53": "llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a53",  # Raspberry Pi 3
+    "cortex-a72": "llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a72",  # Raspberry Pi 4
+    "cortex-a76": "llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a76",  # Raspberry Pi 5
+    "armv7": "llvm -mtriple=armv7a-linux-gnueabihf -mattr=+neon",      # 32-bit Raspberry Pi OS
+    "wasm": "wasm",
+}
 
 
 @dataclass(frozen=True)
@@ -72,6 +103,7 @@ class Target:
         elif isinstance(spec, dict):
             parsed = _from_dict(spec)
         elif isinstance(spec, str):
+            spec = PRESETS.get(spec.strip(), spec)
             if mcpu or mattr or mtriple or options:
                 spec = " ".join([spec] + _fields_to_flags(mcpu, tuple(mattr), mtriple,
                                                          _norm_options(options)))
@@ -113,6 +145,16 @@ class Target:
         return _host_info()[2]
 
     @property
+    def llvm_triple(self) -> str:
+        """The triple as LLVM parses it: a vendor-less `arch-os-env` (aarch64-linux-gnu) gets
+        `unknown` inserted, else LLVM reads 'linux' as the vendor and loses the environment
+        (on armv7a-linux-gnueabihf: the hard-float ABI)."""
+        parts = self.triple.split("-")
+        if len(parts) == 3 and parts[1] in _OS_NAMES:
+            return "-".join([parts[0], "unknown", *parts[1:]])
+        return self.triple
+
+    @property
     def cpu(self) -> str:
         """The CPU name given to LLVM: -mcpu, else the host CPU for a host target."""
         if self.mcpu:
@@ -130,6 +172,19 @@ class Target:
         if self.is_host and not self.mcpu:
             base = _host_info()[1]
         return base + self.mattr
+
+    @property
+    def code_features(self) -> tuple[str, ...]:
+        """LLVM feature names the generated code may use: those the CPU implies (its x86-64
+        level, its ARM architecture) plus -mattr's, less -mattr's '-' ones; a host target
+        without -mcpu: the host's."""
+        enabled, disabled = _feature_state(_implied_features(self.triple, self.cpu)
+                                           + self.features)
+        # LLVM turns off what builds on a disabled feature (AVX-512 on AVX, ...)
+        for base, dependents in _DEPENDENT_FEATURES.items():
+            if base in disabled:
+                enabled -= {f for f in enabled if f.startswith(dependents)}
+        return tuple(sorted(enabled - disabled))
 
     @property
     def num_cores(self) -> int:
@@ -293,6 +348,27 @@ def _check_option(text: str, key: str, value: str, eq: str) -> str:
         raise TargetError(f"target {text!r}: '-{key}' expects a positive integer, "
                           f"got {value!r}")
     return value
+
+
+def _implied_features(triple: str, cpu: str) -> tuple[str, ...]:
+    """The '+' features CPU `cpu` of `triple`'s architecture has by definition (as far as
+    this table knows it: the x86-64 level, ARM's NEON and FP)."""
+    arch = triple.split("-")[0]
+    if arch == "x86_64":
+        level: tuple[str, ...]
+        if cpu in _AVX512_CPUS:
+            level = _X86_V4
+        elif cpu in _AVX2_CPUS:
+            level = _X86_V3
+        elif cpu in _X86_V2_CPUS:
+            level = _X86_V2
+        else:
+            level = _X86_V1
+        return tuple("+" + f for f in level)
+    if arch in ("aarch64", "arm64"):
+        extra = ("lse", "fullfp16", "dotprod", "rcpc") if cpu in _ARMV82_CPUS else ()
+        return tuple("+" + f for f in ("neon", "fp-armv8") + extra)
+    return ()
 
 
 def _feature_state(features: tuple[str, ...]) -> tuple[set[str], set[str]]:

@@ -161,8 +161,8 @@ def test_save_and_load_without_recompiling(compiled, tmp_path):
 def test_compile_rejects_bad_models(tmp_path):
     with pytest.raises(ArgumentError, match="does not exist"):
         ember.compile(tmp_path / "missing.onnx")
-    with pytest.raises(ArgumentError, match="expected a path, an onnx.ModelProto or an ember "
-                                            "Graph, got int"):
+    with pytest.raises(ArgumentError, match="expected a path, an onnx.ModelProto, a "
+                                            "torch.nn.Module or an ember Graph, got int"):
         ember.compile(42)
     graph, _ = _graph()
     with pytest.raises(ArgumentError, match="opt_level"):

@@ -33,11 +33,11 @@ ALLOWED: dict[str, set[str]] = {
                         "lowering"},
     "zoo": set(),
 }
-TOP = {"driver", "driver_gpu", "cli", "demo", "compare", "onnx_backend", "testing", "testing_arith",
-       "__init__"}
+TOP = {"driver", "driver_gpu", "cli", "demo", "compare", "onnx_backend", "serve_web",
+       "torch_compile", "testing", "testing_arith", "__init__"}
 # third-party packages that only some layers may use
 THIRD_PARTY = {"llvmlite": {"codegen", "lowering", "base"}, "onnx": {"frontend", "zoo", "top"},
-               "onnxruntime": {"top"}, "torch": {"frontend", "top"}}
+               "onnxruntime": {"top"}, "torch": {"frontend", "zoo", "top"}}
 
 
 def layer_of(module: str) -> str:

@@ -61,7 +61,7 @@ def target_machine(target: Target, jit: bool = False) -> llvm.TargetMachine:
     else:
         _initialize_all()
     try:
-        llvm_target = llvm.Target.from_triple(target.triple)
+        llvm_target = llvm.Target.from_triple(target.llvm_triple)
     except RuntimeError as error:
         raise CodegenError(f"target '{target}': LLVM cannot generate code for triple "
                            f"'{target.triple}': {error}") from None
@@ -93,7 +93,7 @@ def parse_module(funcs: list[PrimFunc], target: Target,
         module.verify()
     except RuntimeError as error:
         raise CodegenError(f"generated LLVM IR is invalid ({error}); IR:\n{text}") from None
-    module.triple = target.triple
+    module.triple = target.llvm_triple
     module.data_layout = str(machine.target_data)
     return module
 

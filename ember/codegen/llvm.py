@@ -54,7 +54,7 @@ def codegen_llvm(funcs: list[PrimFunc], target: Target | str | None = None) -> i
         raise CodegenError(f"functions in one module need distinct names; repeated: "
                            f"{', '.join(duplicates)}")
     module = ir.Module(name=names[0] if names else "ember")
-    module.triple = target.triple
+    module.triple = target.llvm_triple
     ctx = ModuleContext(module, target)
     for func in funcs:
         _emit_function(ctx, func)

@@ -74,7 +74,9 @@ class _Poly:
         return constant(self.dtype, value)
 
     def fma(self, a: ir.Value, b: ir.Value, c: ir.Value) -> ir.Value:
-        return self.em.call_intrinsic("llvm.fma", self.ty, [a, b, c])
+        # fused where the CPU has FMA, a multiply and an add elsewhere (wasm, x86-64-v2):
+        # llvm.fma would become a call to libm's fmaf there
+        return self.em.call_intrinsic("llvm.fmuladd", self.ty, [a, b, c])
 
     def reduce(self, x: ir.Value) -> tuple[ir.Value, ir.Value, ir.Value]:
         """x = n ln2 + r with |r| <= ln2 / 2: (n as float, n as int, r), x clamped first."""

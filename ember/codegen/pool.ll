@@ -1,5 +1,7 @@
 ; The thread pool that PARALLEL loops launch on (see ember/codegen/pool.py).
-; A template: its fields (dollar, then the name in braces) are filled in by pool_ir().
+; A template: its fields (dollar, then the name in braces) are filled in by pool_ir();
+; `word` is C's long / size_t / pthread_t (i64, or i32 on 32-bit ARM). The futex calls pass
+; their int arguments as i32, as C callers of syscall() do.
 ; Globals each on their own cache line. `pool_gen` is the job generation (the futex word
 ; workers sleep on). A worker waits for a generation other than the last it saw: `pool_spin`
 ; pause loops, then futex sleeps (counted in pool_sleepers, so the launcher only wakes when
@@ -25,19 +27,21 @@ target triple = "${triple}"
 @pool_workers = global i32 0, align 64
 @pool_spin = global i32 ${spin}, align 64
 @pool_join_spin = global i32 ${join_spin}, align 64
-@pool_threads = internal global [256 x i64] zeroinitializer, align 64
+@pool_threads = internal global [256 x ${word}] zeroinitializer, align 64
+; the generation each worker was created in (its first wait is for a newer one)
+@pool_start_gen = internal global [257 x i32] zeroinitializer, align 64
 @pool_pin = global i32 ${pin}, align 64
 @pool_home = internal global i32 -1, align 4
 @pool_allowed_ok = internal global i32 0, align 4
 @pool_allowed = internal global [16 x i64] zeroinitializer, align 64
 @pool_mask = internal global [16 x i64] zeroinitializer, align 64
 
-declare i64 @syscall(i64, ...)
+declare ${word} @syscall(${word}, ...)
 declare i32 @pthread_create(ptr, ptr, ptr, ptr)
 declare i32 @sched_yield()
 declare i32 @sched_getcpu()
-declare i32 @sched_getaffinity(i32, i64, ptr)
-declare i32 @pthread_setaffinity_np(i64, i64, ptr)
+declare i32 @sched_getaffinity(i32, ${word}, ptr)
+declare i32 @pthread_setaffinity_np(${word}, ${word}, ptr)
 declare i32 @llvm.smin.i32(i32, i32)
 ${relax_decl}
 
@@ -50,7 +54,7 @@ entry:
   %have = icmp ne i32 %ok, 0
   br i1 %have, label %copy, label %query
 query:
-  %r = call i32 @sched_getaffinity(i32 0, i64 128, ptr @pool_allowed)
+  %r = call i32 @sched_getaffinity(i32 0, ${word} 128, ptr @pool_allowed)
   %good = icmp eq i32 %r, 0
   br i1 %good, label %noted, label %exit
 noted:
@@ -84,9 +88,9 @@ pin:
   %in = icmp slt i32 %k, %n
   br i1 %in, label %pin.one, label %exit
 pin.one:
-  %slot = getelementptr [256 x i64], ptr @pool_threads, i64 0, i32 %k
-  %thread = load i64, ptr %slot, align 8
-  %e = call i32 @pthread_setaffinity_np(i64 %thread, i64 128, ptr @pool_mask)
+  %slot = getelementptr [256 x ${word}], ptr @pool_threads, i64 0, i32 %k
+  %thread = load ${word}, ptr %slot
+  %e = call i32 @pthread_setaffinity_np(${word} %thread, ${word} 128, ptr @pool_mask)
   br label %pin.next
 pin.next:
   %k.next = add i32 %k, 1
@@ -102,10 +106,9 @@ define internal void @relax() alwaysinline {
 
 define internal ptr @pool_worker(ptr %arg) {
 entry:
-  %packed = ptrtoint ptr %arg to i64
-  %tid = trunc i64 %packed to i32
-  %seen.hi = lshr i64 %packed, 32
-  %seen0 = trunc i64 %seen.hi to i32
+  %tid = ptrtoint ptr %arg to i32
+  %start.slot = getelementptr [257 x i32], ptr @pool_start_gen, i64 0, i32 %tid
+  %seen0 = load i32, ptr %start.slot, align 4
   br label %wait
 wait:
   %seen = phi i32 [ %seen0, %entry ], [ %g, %next ]
@@ -139,8 +142,7 @@ sleep.loop:
   %new.sleep = icmp ne i32 %g.sleep, %seen
   br i1 %new.sleep, label %woke, label %sleep.wait
 sleep.wait:
-  %seen64 = zext i32 %seen to i64
-  %w = call i64 (i64, ...) @syscall(i64 ${futex}, ptr @pool_gen, i64 128, i64 %seen64, ptr null, ptr null, i64 0)
+  %w = call ${word} (${word}, ...) @syscall(${word} ${futex}, ptr @pool_gen, i32 128, i32 %seen, ptr null, ptr null, i32 0)
   br label %sleep.loop
 woke:
   %s.out = atomicrmw sub ptr @pool_sleepers, i32 1 seq_cst
@@ -175,7 +177,7 @@ work:
   %asleep = icmp ne i32 %mw, 0
   br i1 %asleep, label %work.wake, label %next
 work.wake:
-  %wm = call i64 (i64, ...) @syscall(i64 ${futex}, ptr @pool_finished, i64 129, i64 1, ptr null, ptr null, i64 0)
+  %wm = call ${word} (${word}, ...) @syscall(${word} ${futex}, ptr @pool_finished, i32 129, i32 1, ptr null, ptr null, i32 0)
   br label %next
 next:
   %last.next = phi i32 [ %jid, %enter ], [ %jid, %enter.team ], [ %jid, %work ], [ %jid, %work.wake ]
@@ -203,12 +205,10 @@ start:
 create:
   %k = phi i32 [ %have, %start ], [ %k.next, %created ]
   %tid = add i32 %k, 1
-  %tid64 = zext i32 %tid to i64
-  %gen64 = zext i32 %gen to i64
-  %hi = shl i64 %gen64, 32
-  %packed = or i64 %hi, %tid64
-  %parg = inttoptr i64 %packed to ptr
-  %slot = getelementptr [256 x i64], ptr @pool_threads, i64 0, i32 %k
+  %start.slot = getelementptr [257 x i32], ptr @pool_start_gen, i64 0, i32 %tid
+  store i32 %gen, ptr %start.slot, align 4
+  %parg = inttoptr i32 %tid to ptr
+  %slot = getelementptr [256 x ${word}], ptr @pool_threads, i64 0, i32 %k
   %rc = call i32 @pthread_create(ptr %slot, ptr null, ptr @pool_worker, ptr %parg)
   %failed = icmp ne i32 %rc, 0
   br i1 %failed, label %ready, label %created
@@ -256,7 +256,7 @@ publish:
   %anyone = icmp sgt i32 %sl, 0
   br i1 %anyone, label %wake, label %own
 wake:
-  %wk = call i64 (i64, ...) @syscall(i64 ${futex}, ptr @pool_gen, i64 129, i64 2147483647, ptr null, ptr null, i64 0)
+  %wk = call ${word} (${word}, ...) @syscall(${word} ${futex}, ptr @pool_gen, i32 129, i32 2147483647, ptr null, ptr null, i32 0)
   br label %own
 own:
   call void %fn(ptr %arg, i32 0, i32 %team)
@@ -292,8 +292,7 @@ join.sleep.loop:
   %finished.s = icmp eq i32 %done.s, %entered
   br i1 %finished.s, label %join.woke, label %join.sleep.wait
 join.sleep.wait:
-  %done64 = zext i32 %done.s to i64
-  %ws = call i64 (i64, ...) @syscall(i64 ${futex}, ptr @pool_finished, i64 128, i64 %done64, ptr null, ptr null, i64 0)
+  %ws = call ${word} (${word}, ...) @syscall(${word} ${futex}, ptr @pool_finished, i32 128, i32 %done.s, ptr null, ptr null, i32 0)
   br label %join.sleep.loop
 join.woke:
   store atomic i32 0, ptr @pool_master_waiting seq_cst, align 4
@@ -309,7 +308,7 @@ exit:
 @alloc_cache = internal global [8 x ptr] zeroinitializer, align 64
 @alloc_victim = internal global i32 0, align 64
 
-declare ptr @aligned_alloc(i64, i64)
+declare ptr @aligned_alloc(${word}, ${word})
 declare void @free(ptr)
 
 define ptr @ember_alloc(i64 %nbytes) {
@@ -345,7 +344,8 @@ fresh:
   %up = add i64 %nbytes, 63
   %capacity = and i64 %up, -64
   %total = add i64 %capacity, 64
-  %new = call ptr @aligned_alloc(i64 64, i64 %total)
+  %total.size = ${to_word} i64 %total to ${word}
+  %new = call ptr @aligned_alloc(${word} 64, ${word} %total.size)
   %failed = icmp eq ptr %new, null
   br i1 %failed, label %none, label %fill
 none:

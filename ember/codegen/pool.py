@@ -18,16 +18,18 @@ from typing import Any
 import llvmlite.binding as llvm
 
 from ember.errors import EmberError
-from ember.runtime import threadpool
+from ember.runtime import cpu, threadpool
 
 _TEMPLATE = Template((Path(__file__).parent / "pool.ll").read_text())
 
-# the CPU's spin-wait hint per machine architecture (none where LLVM has no intrinsic)
+# the CPU's spin-wait hint per architecture family (none where LLVM has no intrinsic)
 _RELAX = {
     "x86_64": ("declare void @llvm.x86.sse2.pause()", "call void @llvm.x86.sse2.pause()"),
     "aarch64": ("declare void @llvm.aarch64.hint(i32)", "call void @llvm.aarch64.hint(i32 1)"),
-    "arm64": ("declare void @llvm.aarch64.hint(i32)", "call void @llvm.aarch64.hint(i32 1)"),
+    "arm": ("declare void @llvm.arm.hint(i32)", "call void @llvm.arm.hint(i32 1)"),
 }
+# families whose C long / size_t / pthread_t is 32 bits
+_WORD32 = ("arm", "i386", "wasm32", "riscv32")
 
 _pool: dict[str, Any] = {}
 
@@ -36,11 +38,14 @@ def pool_ir(triple: str, machine: str, futex: int, spin: int, pin: bool | None =
     """The pool module's LLVM IR for `triple` (`machine`: its architecture name as
     platform.machine() spells it; `futex`: the SYS_futex number; `pin`: keep workers off
     the launcher's CPU, default EMBER_PIN_THREADS)."""
-    decl, call = _RELAX.get(machine, ("", ""))
+    arch = cpu.family(machine)
+    decl, call = _RELAX.get(arch, ("", ""))
     pin = threadpool.pin_workers() if pin is None else pin
+    word32 = arch in _WORD32
     return _TEMPLATE.substitute(triple=triple, futex=futex, spin=spin,
                                 join_spin=threadpool.JOIN_SPIN, relax_decl=decl,
-                                relax_call=call, pin=int(pin))
+                                relax_call=call, pin=int(pin), word="i32" if word32 else "i64",
+                                to_word="trunc" if word32 else "bitcast")
 
 
 def register_pool() -> None:

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ember.errors import ArgumentError, EmberError
-from ember.runtime import library
+from ember.runtime import cpu, library
 from ember.target import Target
 
 # the pool's libgomp entry points: dropped from the library, which must not need libgomp
@@ -70,10 +70,7 @@ def find_c_compiler(target: Target | str = "llvm") -> list[str]:
                                     "of cc, gcc, clang is on PATH: install one or set the CC "
                                     "environment variable to its path")
     triple = tgt.triple
-    parts = triple.split("-")
-    names = [f"{triple}-gcc", f"{triple}-cc"]
-    if len(parts) >= 3:
-        names.append(f"{parts[0]}-{'-'.join(parts[2:])}-gcc")  # aarch64-linux-gnu-gcc
+    names = cross_compiler_names(triple)
     for name in names:
         if shutil.which(name):
             return [name]
@@ -83,6 +80,19 @@ def find_c_compiler(target: Target | str = "llvm") -> list[str]:
         "write the unlinked objects with ember.driver.export_objects")
 
 
+def cross_compiler_names(triple: str) -> list[str]:
+    """The names a cross C compiler for `triple` goes by: the triple itself, without its
+    vendor (aarch64-unknown-linux-gnu -> aarch64-linux-gnu-gcc) and, for 32-bit ARM, with
+    Debian's arch name (armv7a-linux-gnueabihf -> arm-linux-gnueabihf-gcc)."""
+    parts = triple.split("-")
+    stems = [triple]
+    if len(parts) == 4:
+        stems.append("-".join([parts[0], *parts[2:]]))
+    if cpu.family(parts[0]) == "arm" and parts[0] != "arm":
+        stems += ["-".join(["arm", *stem.split("-")[1:]]) for stem in list(stems)]
+    return [f"{stem}-{tool}" for stem in dict.fromkeys(stems) for tool in ("gcc", "cc")]
+
+
 # the pieces -----------------------------------------------------------------------------
 def runtime_ir(target: Target) -> str:
     """The thread pool plus the library's thread-count global and exported entry points."""
@@ -90,11 +100,11 @@ def runtime_ir(target: Target) -> str:
     from ember.runtime import threadpool
 
     arch = target.triple.split("-")[0]
-    if arch not in threadpool.FUTEX_SYSCALLS:
-        raise ExportError(f"target triple '{target.triple}': the thread pool supports "
-                          f"{', '.join(sorted(threadpool.FUTEX_SYSCALLS))} only")
-    text = pool_ir(target.triple, arch, threadpool.FUTEX_SYSCALLS[arch],
-                              threadpool.DEFAULT_SPIN)
+    futex = threadpool.futex_number(arch)
+    if futex is None or "linux" not in target.triple:
+        raise ExportError(f"target triple '{target.triple}': the thread pool runs on Linux "
+                          f"on {', '.join(sorted(threadpool.FUTEX_SYSCALLS))} only")
+    text = pool_ir(target.llvm_triple, arch, futex, threadpool.DEFAULT_SPIN)
     return text + f"""
 @{threadpool.NUM_THREADS_SYMBOL} = global i32 1, align 64
 @{threadpool.LAUNCH_SYMBOL} = alias void (ptr, ptr, i32), ptr @pool_launch
@@ -114,14 +124,38 @@ define i32 @{library.GET_THREADS_SYMBOL}() {{
 """
 
 
+def entry_ir(plan: Any, target: Target) -> str:
+    """`ember_model_run(void** args)`: model_main with its pointers from an array, for C
+    callers that learn the argument count at run time (the RPC server, the C API); and
+    `ember_model_arity`, that count."""
+    count = len(plan.inputs) + len(plan.outputs) + 2
+    loads = "".join(f"  %s{k} = getelementptr ptr, ptr %args, i32 {k}\n"
+                    f"  %a{k} = load ptr, ptr %s{k}\n" for k in range(count))
+    params = ", ".join(["ptr"] * count)
+    values = ", ".join(f"ptr %a{k}" for k in range(count))
+    return (f'target triple = "{target.llvm_triple}"\n'
+            f"@{library.ARITY_SYMBOL} = constant i32 {count}\n"
+            f"declare i32 @{library.MAIN_SYMBOL}({params})\n"
+            f"define i32 @{library.RUN_SYMBOL}(ptr %args) {{\n{loads}"
+            f"  %r = call i32 @{library.MAIN_SYMBOL}({values})\n  ret i32 %r\n}}\n")
+
+
+def entry_object(plan: Any, target: Target) -> bytes:
+    return _ir_object(entry_ir(plan, target), target)
+
+
 def runtime_object(target: Target) -> bytes:
     """`runtime_ir` compiled position-independent, without the libgomp launch."""
+    return _ir_object(runtime_ir(target), target)
+
+
+def _ir_object(text: str, target: Target) -> bytes:
     import llvmlite.binding as llvm
 
     from ember.codegen import jit
 
     machine = jit.target_machine(target, jit=False)
-    module = llvm.parse_assembly(runtime_ir(target))
+    module = llvm.parse_assembly(text)
     module.verify()
     names = {f.name for f in module.functions}
     for name in _GOMP_FUNCTIONS:
@@ -149,7 +183,15 @@ def metadata(plan: Any, target: Target) -> dict[str, Any]:
 
     return {"format": library.FORMAT, "ember_version": __version__,
             "compiler": compiler_version(), "target": str(target), "triple": target.triple,
-            "plan": json.loads(plan.to_json())}
+            "cpu": target.cpu, "features": list(target.code_features),
+            "requires": required_features(target), "plan": json.loads(plan.to_json())}
+
+
+def required_features(target: Target) -> list[str]:
+    """The target's code features that a CPU's Linux flags can show (the loader refuses a
+    CPU without one of them)."""
+    table = cpu.LINUX_FLAGS.get(cpu.family(target.triple.split("-")[0]), {})
+    return [f for f in target.code_features if f in table]
 
 
 def data_assembly(constant_bytes: int, metadata_bytes: int) -> str:
@@ -175,7 +217,8 @@ def _write_objects(built: Any, target: Target, work: Path) -> list[str]:
         names.append(name)
     (work / "main.o").write_bytes(main_object(built.plan, target))
     (work / "runtime.o").write_bytes(runtime_object(target))
-    return names + ["main.o", "runtime.o"]
+    (work / "entry.o").write_bytes(entry_object(built.plan, target))
+    return names + ["main.o", "runtime.o", "entry.o"]
 
 
 def _write_data(built: Any, target: Target, work: Path) -> list[str]:
@@ -208,7 +251,7 @@ def _run_pack_jobs(built: Any, cc: Sequence[str], objects: Sequence[str], work: 
     from ember.lowering.prepack import run_pack_jobs
 
     helper = work / "pack_helper.so"
-    _link(cc, helper, [o for o in objects if o != "main.o"], work)
+    _link(cc, helper, [o for o in objects if o not in ("main.o", "entry.o")], work)
     lib = ctypes.CDLL(str(helper))
     try:
         getattr(lib, library.SET_THREADS_SYMBOL)(1)

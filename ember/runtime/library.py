@@ -25,6 +25,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ember.errors import ArgumentError, EmberError
+from ember.runtime import cpu
 from ember.runtime.threadpool import default_num_threads  # plain Python: no compiler
 
 FORMAT = "ember-library-1"
@@ -35,9 +36,15 @@ METADATA_SIZE_SYMBOL = "ember_metadata_size"
 SET_THREADS_SYMBOL = "ember_set_num_threads"
 GET_THREADS_SYMBOL = "ember_get_num_threads"
 RESET_SYMBOL = "ember_reset_after_fork"
+RUN_SYMBOL = "ember_model_run"       # model_main(args[0], args[1], ...) for C callers
+ARITY_SYMBOL = "ember_model_arity"   # int32: how many pointers ember_model_run reads
 REQUIRED_SYMBOLS = (MAIN_SYMBOL, CONSTANTS_SYMBOL, SET_THREADS_SYMBOL, GET_THREADS_SYMBOL,
                     RESET_SYMBOL)
 ALIGN = 64
+
+
+class LibraryTargetError(ArgumentError):
+    """A library was built for another kind of machine, or for CPU features this one lacks."""
 
 
 class TensorInfo(NamedTuple):
@@ -137,6 +144,7 @@ def _check_elf(path: Path) -> None:
         wide, order = head[4] == 2, "<" if head[5] == 1 else ">"
         if struct.unpack_from(order + "H", head, 16)[0] != 3:  # ET_DYN
             raise ArgumentError(f"'{path}' is not an ember library (not a shared object)")
+        _check_machine(path, struct.unpack_from(order + "H", head, 18)[0])
         if wide:
             phoff, shoff = struct.unpack_from(order + "QQ", head, 32)
             phsize, phnum, shsize, shnum = struct.unpack_from(order + "HHHH", head, 54)
@@ -156,6 +164,38 @@ def _check_elf(path: Path) -> None:
     if max(ends) > size:
         raise ArgumentError(f"'{path}' is truncated: {size} bytes, its headers need "
                             f"{max(ends)}")
+
+
+def _check_machine(path: Path, machine: int) -> None:
+    """Refuse a library for another architecture before dlopen (which says only 'wrong
+    ELF class' or 'cannot open')."""
+    built = cpu.ELF_MACHINES.get(machine, f"ELF machine {machine}")
+    here = cpu.host_family()
+    if cpu.family(built) != here:
+        raise LibraryTargetError(f"'{path.name}' is built for {built}, this machine is "
+                                 f"{here}: run it on a {built} machine (over RPC: ember "
+                                 "serve-rpc or the C rpc_server there) or export the model "
+                                 "for this one")
+
+
+def check_cpu_features(path: Path, meta: dict[str, Any],
+                       flags: frozenset[str] | None = None) -> None:
+    """Refuse a library whose code uses instructions this CPU (Linux `flags`, default this
+    machine's) does not report, naming them and the target it was built for."""
+    if os.environ.get("EMBER_CPU_CHECK", "1").strip() in ("0", "false", "no"):
+        return  # e.g. a kernel too old to name a flag the CPU has
+    required = meta.get("requires", [])
+    if not isinstance(required, list):
+        raise ArgumentError(f"'{path}': its metadata's 'requires' is not a list")
+    arch = str(meta.get("triple", "")).split("-")[0] or cpu.host_family()
+    missing = cpu.missing_features(arch, [str(f) for f in required], flags)
+    if missing:
+        raise LibraryTargetError(
+            f"'{path.name}' was built for target '{meta.get('target', '?')}' (CPU "
+            f"'{meta.get('cpu', '?')}') and uses {', '.join(missing)}, which this CPU "
+            f"lacks; export it for a portable CPU (e.g. target='x86-64-v2' or "
+            f"'llvm -mcpu=x86-64-v3') or for this machine (EMBER_CPU_CHECK=0 skips this "
+            "check, for a kernel that does not report a flag the CPU has)")
 
 
 def _symbol(lib: ctypes.CDLL, name: str, path: Path) -> Any:
@@ -203,6 +243,7 @@ class LibraryModel:
             raise ArgumentError(f"cannot load '{self.path}' as a shared library: "
                                 f"{error}") from None
         self.metadata = _read_metadata(self._lib, self.path)
+        check_cpu_features(self.path, self.metadata)  # before any of its code runs
         for name in REQUIRED_SYMBOLS:
             _symbol(self._lib, name, self.path)
         plan = self.metadata["plan"]

@@ -27,6 +27,7 @@ import os
 import platform
 
 from ember.errors import EmberError
+from ember.runtime import cpu
 
 NUM_THREADS_SYMBOL = "ember_num_threads"
 LAUNCH_SYMBOL = "ember_parallel_launch"
@@ -75,15 +76,21 @@ def pool_kind() -> str:
 _num_threads = ctypes.c_int32(default_num_threads())
 _openmp: ctypes.CDLL | None = None
 
-# SYS_futex of Linux per machine architecture (the pool sleeps on a futex)
-FUTEX_SYSCALLS = {"x86_64": 202, "aarch64": 98, "arm64": 98}
+# SYS_futex of Linux per architecture family (the pool sleeps on a futex); 32-bit ARM: EABI
+FUTEX_SYSCALLS = {"x86_64": 202, "aarch64": 98, "arm": 240}
+
+
+def futex_number(arch: str) -> int | None:
+    """SYS_futex of Linux for the architecture `arch` (a triple's or platform.machine()'s
+    name: x86_64, aarch64, arm64, armv7a, armv7l, ...), None where the pool has none."""
+    return FUTEX_SYSCALLS.get(cpu.family(arch))
 
 
 def futex_syscall() -> int | None:
     """SYS_futex on this Linux machine, None elsewhere."""
     if platform.system() != "Linux":
         return None
-    return FUTEX_SYSCALLS.get(platform.machine())
+    return futex_number(platform.machine())
 
 
 def num_threads() -> int:
