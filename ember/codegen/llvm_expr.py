@@ -158,7 +158,7 @@ class ExprEmitter:
         if kind is IntImm:
             return (e.dtype, e.value)  # type: ignore[attr-defined]
         if kind is Var:
-            value = self.vars.get(e)  # type: ignore[arg-type]
+            value = self.vars.get(e)  # type: ignore[call-overload]
             return None if value is None else ("var", value)
         if kind not in _PURE_SCALAR_OPS or e.dtype.lanes != 1 or e.dtype.is_float:
             return None
