@@ -16,7 +16,7 @@ from ember.target import Target
 from ember.te.schedule import Schedule
 
 
-MR_CHOICES = (2, 4, 6, 8, 12, 16)
+MR_CHOICES = (1, 2, 4, 6, 8, 12, 16)  # 1: a 32-column panel fills 8 of 16 xmm
 KC_CHOICES = (64, 128, 256, 512, 1024)
 MC_CHOICES = (32, 64, 128, 256)
 NC_CHOICES = (128, 256, 512, 1024, 2048)
@@ -53,7 +53,8 @@ class MatmulKnobs(Knobs):
             half the registers);
         kc: the mr x kc sliver of A a micro-kernel streams takes half of L1d (the B
             micro-panel streams beside it), and a long k block amortizes the C tile's
-            load and store, done once per kc;
+            load and store, done once per kc; the kc x nr B micro-panel, reused across
+            the row tiles, stays within a quarter of L2;
         mc: the mc x kc block of A, reused across the jr panels, takes a quarter of L2;
         nc: the kc x nc block of B, reused across the ic row blocks, is the size of L2;
         parallel: when the target has more than one thread.
@@ -62,7 +63,8 @@ class MatmulKnobs(Knobs):
         facts = task.target.facts
         mr = snap(row_tile(facts, vectors(nr, task.target.vector_lanes("float32"))),
                   MR_CHOICES)
-        kc = snap(power_of_two_below(facts.l1d_bytes // 2 // (mr * 4)), KC_CHOICES)
+        kc = snap(power_of_two_below(min(facts.l1d_bytes // 2 // (mr * 4),
+                                         facts.l2_bytes // 4 // (nr * 4))), KC_CHOICES)
         mc = snap(facts.l2_bytes // 4 // (kc * 4), MC_CHOICES)
         nc = snap(facts.l2_bytes // (kc * 4), NC_CHOICES)
         return cls(mr, nr, kc, mc, nc, parallel=task.threads > 1)

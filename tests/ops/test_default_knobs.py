@@ -158,6 +158,13 @@ def test_defaults_differ_where_the_facts_differ() -> None:
     skl = MatmulKnobs.default(Task((c,), Target(OTHERS["skylake"])))
     assert (spr.mc, spr.nc) == (2 * zen4.mc, 2 * zen4.nc)
     assert skl.mr * vectors(32, 8) <= 16 / 2 and skl.nc < zen4.nc
+    for spec in OTHERS.values():  # the register tile and the B micro-panel fit
+        target = Target(spec)
+        knobs = MatmulKnobs.default(Task((c,), target))
+        assert MatmulKnobs.space(Task((c,), target)).contains(knobs.to_dict())
+        lanes = target.vector_lanes("float32")
+        assert knobs.mr * vectors(32, lanes) <= target.facts.vector_registers // 2
+        assert knobs.kc * 32 * 4 <= target.facts.l2_bytes // 4
     one = MatmulKnobs.default(Task((c,), Target("llvm -mcpu=znver4 -num-cores=1")))
     assert not one.parallel
 
