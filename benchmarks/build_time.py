@@ -4,6 +4,7 @@ large unrolled register tile, lowered, run through the TIR pipeline and compiled
     python benchmarks/build_time.py               # table: CPU seconds per phase, medians
     python benchmarks/build_time.py --json        # the same as JSON
     python benchmarks/build_time.py --repeat 7
+    PYTHONPATH=. python benchmarks/build_time.py   # time this checkout, not the installed one
 
 Times are process CPU seconds (the machine may be shared: CPU time varies less than wall
 time there); each phase is timed around its function, the total around the whole build.
