@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import shutil
 import subprocess
 import sys
@@ -25,6 +24,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from ember.target_facts import host_cpu_model  # noqa: E402
+
 HARNESS = ROOT / "tests" / "deploy" / "c_harness.c"
 NODE_RUNNER = ROOT / "tests" / "deploy" / "run_wasm.mjs"
 KEY = "deploy-benchmark-key"
@@ -47,13 +48,6 @@ def code_bytes(path: Path, prefix: str = "") -> int:
                            check=True).stdout.splitlines()
     return sum(int(parts[1]) for parts in (line.split() for line in lines)
                if len(parts) >= 2 and parts[0] in CODE_SECTIONS)
-
-
-def cpu_model() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor()
 
 
 def median(samples: list[float]) -> float:
@@ -214,7 +208,7 @@ def main() -> int:
     args = parser.parse_args()
     from ember.zoo import build_model, random_inputs
 
-    print(f"CPU: {cpu_model()}; threads: 1; image {args.image_size}; medians of "
+    print(f"CPU: {host_cpu_model()}; threads: 1; image {args.image_size}; medians of "
           f"{args.runs} runs\n")
     print("| model | target | code KB | constants MB | latency ms | vs ORT (x86) | max err |")
     print("|---|---|---|---|---|---|---|")

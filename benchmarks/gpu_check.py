@@ -22,6 +22,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from ember.target_facts import host_cpu_model  # noqa: E402
 
 SMALL = {"resnet18": {"image_size": 32}, "mobilenet_v2": {"image_size": 32},
          "bert-tiny": {"layers": 1}}
@@ -61,18 +62,8 @@ def check(name: str, target: str, small: bool, repeat: int, ort_cuda: bool) -> d
     return {"model": name, "target": target, "small": small, "max_abs_error": error,
             "ember_ms": round(ember_s * 1e3, 3), "onnxruntime_ms": round(ort_s * 1e3, 3),
             "ratio": round(ember_s / ort_s, 3), "compile_s": round(compile_s, 1),
-            "kernels": compiled.stats.get("kernels"), "cpu": cpu_model(), "python": platform.python_version()}
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
+            "kernels": compiled.stats.get("kernels"), "cpu": host_cpu_model(),
+            "python": platform.python_version()}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import io
 import os
-import platform
 import statistics
 import sys
 import time
@@ -32,6 +31,7 @@ import torch  # noqa: E402
 import ember  # noqa: E402
 import ember.torch_compile  # noqa: E402,F401 - registers torch.compile(backend="ember")
 from ember.frontend.torch import from_torch  # noqa: E402
+from ember.target_facts import host_cpu_model  # noqa: E402
 from ember.runtime import threadpool  # noqa: E402
 from ember.zoo import torch_nets  # noqa: E402
 
@@ -53,17 +53,6 @@ MODELS: dict[str, tuple[Callable[[], Any], Callable[[argparse.Namespace], Any]]]
     "resnet50": (lambda: torch_nets.resnet50(), lambda a: _image(a.image)),
     "bert-base": (lambda: torch_nets.bert(), lambda a: _tokens(a.seq)),
 }
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def onnx_bytes(module: Any, inputs: dict[str, torch.Tensor]) -> bytes:
@@ -164,7 +153,7 @@ def main() -> None:
     args = parser.parse_args()
     threads = threadpool.num_threads()
     torch.set_num_threads(threads)
-    print(f"CPU: {cpu_model()}, {threads} threads, torch {torch.__version__}, "
+    print(f"CPU: {host_cpu_model()}, {threads} threads, torch {torch.__version__}, "
           f"load average {os.getloadavg()[0]:.1f}")
     header = ("| model | ember from_torch (ms) | ember ONNX (ms) | from_torch / ONNX | "
               "ember torch.compile (ms) | onnxruntime (ms) | torch eager (ms) | "

@@ -100,7 +100,9 @@ def _random_feeds(model: Any, onnx_model: Any = None, seed: int = 0) -> dict[str
             from ember.zoo import random_inputs
 
             feeds = random_inputs(onnx_model, seed)
-            if list(feeds) == model.input_names:
+            if list(feeds) == model.input_names and all(
+                    tuple(v.shape) == tuple(s.shape) for v, s in zip(feeds.values(),
+                                                                      model.inputs)):
                 return {k: v.astype(s.dtype) for (k, v), s in zip(feeds.items(),
                                                                   model.inputs)}
         except ImportError:
@@ -191,7 +193,7 @@ def _export_source(args: argparse.Namespace, kind: str) -> int:
 def _cmd_run(args: argparse.Namespace) -> int:
     model = _compile(args)
     stored = _is_compiled(args.model) or _is_library(args.model)
-    onnx_model = None if stored else _onnx_model(args.model)
+    onnx_model = None if stored else _onnx_model(args.model, _input_shapes(args))
     feeds = _feeds(args, model, onnx_model)
     outputs = model.run(feeds)
     for name, array in zip(model.output_names, outputs):
@@ -278,12 +280,10 @@ def _threads(args: argparse.Namespace) -> int:
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
-    if _is_library(args.model):
-        return _bench_library(args)
+    if _is_library(args.model) or _is_compiled(args.model):
+        return _bench_alone(args)
     from ember.compare import bench
 
-    if _is_compiled(args.model):
-        raise ArgumentError("bench compares with onnxruntime: pass the .onnx model file")
     model = _compile(args)
     onnx_model = _onnx_model(args.model, _input_shapes(args))
     feeds = _feeds(args, model, onnx_model)
@@ -294,15 +294,20 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
-def _bench_library(args: argparse.Namespace) -> int:
-    """An exported library alone (no onnxruntime comparison: the .onnx is not at hand)."""
+def _bench_alone(args: argparse.Namespace) -> int:
+    """An exported library or a compiled directory alone (no onnxruntime comparison: the
+    .onnx is not at hand)."""
+    from ember.runtime import threadpool
     from ember.runtime.library import default_num_threads
 
     if args.threads is not None and args.threads < 1:
         raise ArgumentError(f"--threads must be >= 1, got {args.threads}")
     model = _compile(args)
     threads = args.threads or default_num_threads()
-    model.set_num_threads(threads)
+    if hasattr(model, "set_num_threads"):
+        model.set_num_threads(threads)
+    else:
+        threadpool.set_num_threads(threads)
     seconds = model.time(_feeds(args, model), repeat=args.runs, warmup=args.warmup)
     print(f"model {args.model}, {threads} threads, {args.runs} runs: median "
           f"{seconds * 1e3:.3f} ms")
@@ -319,6 +324,9 @@ def _cmd_check(args: argparse.Namespace) -> int:
     report = check(onnx_model, model, _feeds(args, model, onnx_model), rtol=args.rtol,
                    atol=args.atol)
     print(f"compared {report.compared} tensors with onnxruntime")
+    if report.compared <= len(model.output_names):
+        print(f"(at -O{args.opt_level} only the model outputs have onnxruntime names to "
+              "compare with; -O0 keeps one fused group per node and compares at each)")
     if report.worst is not None:
         w = report.worst
         print(f"largest difference: '{w.value}' (node '{w.node}' {w.op}, group '{w.group}'): "
@@ -338,6 +346,8 @@ def _cmd_zoo(args: argparse.Namespace) -> int:
     if args.list or not args.name:
         print("models: " + ", ".join(zoo.MODELS))
         return 0
+    if args.name not in zoo.MODELS:
+        raise ArgumentError(f"zoo: unknown model '{args.name}'; models: {', '.join(zoo.MODELS)}")
     if not args.output:
         raise ArgumentError("zoo: pass -o FILE.onnx")
     config: dict[str, Any] = {}
@@ -372,11 +382,37 @@ def _cmd_target(args: argparse.Namespace) -> int:
     from ember.target import Target
 
     t = Target(args.spec) if args.spec else Target.host()
+    if t.kind in ("llvm", "wasm", "cuda", "rocm"):
+        from ember.codegen.llvm_target import check_llvm_target, llvm_target_info
+
+        if args.list_cpus or args.list_features:
+            info = llvm_target_info(t.triple)
+            if info is None:
+                raise EmberError(f"LLVM cannot list the CPUs of triple '{t.triple}' here")
+            print("\n".join(sorted(info.cpus if args.list_cpus else info.features)))
+            return 0
+        check_llvm_target(t)
     print(f"target:       {t}")
     print(f"triple:       {t.triple}")
     print(f"cpu:          {t.cpu}")
     print(f"vector bits:  {t.vector_bits}")
     print(f"cores:        {t.num_cores}")
+    return 0
+
+
+def _cmd_cache(args: argparse.Namespace) -> int:
+    from ember.lowering.cache import KernelCache, max_cache_bytes
+
+    cache = KernelCache(args.dir) if args.dir else KernelCache()
+    if args.action == "clear":
+        print(f"removed {cache.clear()} kernels from {cache.directory}")
+        return 0
+    if args.action == "prune":
+        print(f"removed {cache.prune()} kernels from {cache.directory}")
+    count, size = cache.info()
+    print(f"kernel cache: {cache.directory}")
+    print(f"entries:      {count} ({size / 1e6:.1f} MB; cap {max_cache_bytes() / 2**20:.0f} MB, "
+          "EMBER_CACHE_MAX_MB)")
     return 0
 
 
@@ -527,10 +563,25 @@ def build_parser() -> argparse.ArgumentParser:
     add_arguments(p)
     p.set_defaults(func=_cmd_tune)
 
+    p = sub.add_parser("cache", help="show, prune or clear the kernel cache",
+                       description="The on-disk cache of compiled kernels (EMBER_CACHE_DIR, "
+                                   "else $XDG_CACHE_HOME/ember, else ~/.cache/ember), kept "
+                                   "under EMBER_CACHE_MAX_MB (default 2048) by evicting the "
+                                   "least recently used kernels.")
+    p.add_argument("action", nargs="?", default="info", choices=["info", "prune", "clear"],
+                   help="info (default): location and size; prune: evict down to the cap; "
+                        "clear: remove every kernel")
+    p.add_argument("--dir", help="the cache directory (default: as above)")
+    p.set_defaults(func=_cmd_cache)
+
     p = sub.add_parser("target", help="show what a target string means on this machine",
                        description="Parse a target string (default: the host) and print "
                                    "its triple, CPU and vector width.")
     p.add_argument("spec", nargs="?", default="", help='e.g. "llvm -mcpu=znver4"')
+    p.add_argument("--list-cpus", action="store_true",
+                   help="list the CPU names LLVM knows for the target's triple")
+    p.add_argument("--list-features", action="store_true",
+                   help="list the -mattr features LLVM knows for the target's triple")
     p.set_defaults(func=_cmd_target)
 
     p = sub.add_parser("serve-rpc", help="serve RPC: hosts upload, run and time libraries here",
@@ -585,6 +636,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # e.g. `ember inspect m.onnx | head`
         sys.stderr.close()
         return 0
+    except KeyboardInterrupt:
+        print("ember: interrupted", file=sys.stderr)
+        return 130
+    except ModuleNotFoundError as err:
+        extra = {"onnx": "onnx", "onnxruntime": "onnx", "torch": "bench"}.get(
+            (err.name or "").split(".")[0])
+        if extra is None:
+            raise
+        print(f"ember: error: this command needs the '{err.name}' package: "
+              f"pip install 'ember[{extra}]'", file=sys.stderr)
+        return 2
+    except OSError as err:  # an unwritable -o, a full disk, a vanished input file
+        where = f" '{err.filename}'" if err.filename else ""
+        print(f"ember: error: {err.strerror or err}{where}", file=sys.stderr)
+        return 2
     except EmberError as err:
         message = " ".join(str(err).split())
         if len(message) > 2000:

@@ -73,7 +73,8 @@ class BenchReport:
         return (f"threads           {self.threads}\n"
                 f"ember             {self.ember_seconds * 1e3:9.3f} ms (median)\n"
                 f"onnxruntime       {self.ort_seconds * 1e3:9.3f} ms (median)\n"
-                f"ratio ember/ort   {self.ratio:9.2f}\n"
+                f"time ember/ort    {self.ratio:9.2f} (ember's time over onnxruntime's: "
+                f"below 1, ember is faster)\n"
                 f"max abs error     {self.max_abs:9.2e}\n"
                 f"max rel error     {self.max_rel:9.2e}")
 

@@ -7,6 +7,8 @@ import time
 
 import numpy as np
 
+from ember.target_facts import host_cpu_model
+
 
 def _gflops(size: int, seconds: float) -> float:
     return 2.0 * size**3 / seconds / 1e9
@@ -52,7 +54,9 @@ def run_gemm_demo(size: int = 1024, threads: int | None = None, target: str = "l
     print(f"  max rel. error    {error:8.2e}  ({'ok' if ok else 'WRONG'} vs numpy)")
     print(f"  ember             {_gflops(size, ember_s):8.1f} GFLOP/s  ({ember_s * 1e3:.2f} ms)")
     print(f"  numpy (BLAS)      {_gflops(size, numpy_s):8.1f} GFLOP/s  ({numpy_s * 1e3:.2f} ms)")
-    print(f"  ratio ember/numpy {numpy_s / ember_s:8.2f}")
+    print(f"  speed ember/numpy {numpy_s / ember_s:8.2f}  (numpy's time over ember's: above 1, "
+          "ember is faster)")
+    print(f"  cpu               {host_cpu_model()}")
     return 0 if ok else 1
 
 
@@ -83,9 +87,11 @@ def run_model_demo(name: str = "resnet18", image_size: int = 224, threads: int |
     print(f"  compile time      {compile_s:8.2f} s")
     print(f"  ember             {report.ember_seconds * 1e3:8.2f} ms")
     print(f"  onnxruntime       {report.ort_seconds * 1e3:8.2f} ms")
-    print(f"  ratio ember/ort   {report.ratio:8.2f}")
+    print(f"  time ember/ort    {report.ratio:8.2f}  (ember's time over onnxruntime's: below "
+          "1, ember is faster)")
     print(f"  max abs. error    {report.max_abs:8.2e}")
     print(f"  max rel. error    {report.max_rel:8.2e}  ({'ok' if ok else 'WRONG'} vs onnxruntime)")
+    print(f"  cpu               {host_cpu_model()}")
     return 0 if ok else 1
 
 

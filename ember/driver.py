@@ -14,7 +14,7 @@ import os
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ember.errors import ArgumentError, EmberError
 from ember.graph.ir import Graph, without_constant_values
@@ -25,6 +25,9 @@ from ember.lowering.link import link
 from ember.lowering.prepack import run_pack_jobs
 from ember.runtime import threadpool
 from ember.runtime.executor import CompiledModel
+
+if TYPE_CHECKING:
+    from ember.specialize import SpecializedModel
 from ember.target import Target
 
 __all__ = ["CompiledModel", "compile", "export_c", "export_library", "export_objects",
@@ -51,10 +54,19 @@ def import_model(model: Any, input_shapes: Mapping[str, Sequence[int]] | None = 
             raise ArgumentError("input_shapes only applies to ONNX models; an ember Graph "
                                 "already has static input shapes")
         return model
+    from ember.frontend.onnx import from_onnx
+    from ember.lowering.evaluate import evaluate_node
+
+    return from_onnx(_onnx_model(model), input_shapes=input_shapes, evaluate=evaluate_node)
+
+
+def _onnx_model(model: Any) -> Any:
+    """An onnx.ModelProto from a path or a ModelProto; ArgumentError for anything else."""
     if isinstance(model, (str, os.PathLike)):
         path = Path(model)
         if not path.is_file():
-            raise ArgumentError(f"model file '{path}' does not exist")
+            what = "is a directory, not an .onnx file" if path.is_dir() else "does not exist"
+            raise ArgumentError(f"model file '{path}' {what}")
         try:
             import onnx
         except ImportError:
@@ -65,10 +77,7 @@ def import_model(model: Any, input_shapes: Mapping[str, Sequence[int]] | None = 
         except Exception as error:  # noqa: BLE001 (DecodeError, ValueError, ...)
             raise ArgumentError(f"cannot read '{path}' as an ONNX model: {error}") from None
     if type(model).__name__ == "ModelProto":
-        from ember.frontend.onnx import from_onnx
-        from ember.lowering.evaluate import evaluate_node
-
-        return from_onnx(model, input_shapes=input_shapes, evaluate=evaluate_node)
+        return model
     raise ArgumentError(f"compile: expected a path, an onnx.ModelProto, a torch.nn.Module or an "
                         f"ember Graph, got {type(model).__name__}")
 
@@ -92,8 +101,30 @@ def resolve_target(target: str | Target) -> Target:
 def _prepack_default(prepack: bool | None) -> bool:
     """`prepack`, else EMBER_PREPACK (default on)."""
     if prepack is not None:
-        return bool(prepack)
+        if not isinstance(prepack, bool):
+            raise ArgumentError(f"prepack must be True, False or None, got {prepack!r}")
+        return prepack
     return os.environ.get("EMBER_PREPACK", "1").strip() not in ("0", "false", "no")
+
+
+def check_arguments(opt_level: Any, input_shapes: Any, cache: Any, jobs: Any, progress: Any,
+                    prepack: Any) -> None:
+    """ArgumentError for a compile argument of the wrong kind (True is not opt level 1, a
+    cache is not an int, -1 jobs are not 'all'), before any work starts."""
+    if isinstance(opt_level, bool) or not isinstance(opt_level, int) or not 0 <= opt_level <= 3:
+        raise ArgumentError(f"opt_level must be an int in [0, 3], got {opt_level!r}")
+    if input_shapes is not None and not isinstance(input_shapes, Mapping):
+        raise ArgumentError(f"input_shapes must map input names to shapes, e.g. "
+                            f"{{'x': (1, 3, 224, 224)}}, got {type(input_shapes).__name__}")
+    if not isinstance(cache, (bool, str, os.PathLike, KernelCache)) and cache is not None:
+        raise ArgumentError(f"cache must be True, False, a directory or a KernelCache, got "
+                            f"{type(cache).__name__} {cache!r}")
+    if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
+        raise ArgumentError(f"jobs must be a positive int (or None: one per CPU), got "
+                            f"{jobs!r}")
+    for name, flag in (("progress", progress), ("prepack", prepack)):
+        if flag is not None and not isinstance(flag, bool):
+            raise ArgumentError(f"{name} must be True, False or None, got {flag!r}")
 
 
 def _prepare(model: Any, target: Target, opt_level: int,
@@ -101,6 +132,7 @@ def _prepare(model: Any, target: Target, opt_level: int,
              jobs: int | None, progress: bool | None, prepack: bool, pic: bool = False,
              knobs: KnobsArg = None, example_inputs: Sequence[Any] | None = None
              ) -> Prepared:
+    check_arguments(opt_level, input_shapes, cache, jobs, progress, prepack)
     start = time.perf_counter()
     graph = import_model(model, input_shapes, example_inputs)
     seconds = time.perf_counter() - start
@@ -114,7 +146,7 @@ def compile(model: Any, target: str | Target = "llvm", opt_level: int = 3,
             cache: CacheArg = True, jobs: int | None = None, progress: bool | None = None,
             prepack: bool | None = None, knobs: KnobsArg = None,
             tuning_db: str | os.PathLike[str] | None = None,
-            example_inputs: Sequence[Any] | None = None) -> CompiledModel:
+            example_inputs: Sequence[Any] | None = None) -> CompiledModel | SpecializedModel:
     """Compile a model (path, onnx.ModelProto, torch.nn.Module or ember Graph) into a
     runnable CompiledModel.
 
@@ -122,13 +154,37 @@ def compile(model: Any, target: str | Target = "llvm", opt_level: int = 3,
         (probs,) = model(x)
         model = ember.compile(net.eval(), example_inputs=(torch.randn(1, 3, 224, 224),))
 
-    `prepack` (default: on unless EMBER_PREPACK=0) computes the weight-only stages of the
-    kernels (packed panels, transposed weights) once here instead of on every run.
-    `knobs` sets the schedules' choices: a mapping from fused group name to Knobs, or a
-    function (group, task) -> Knobs | None (None: the default); the knobs each group ran
-    with are in `model.stats["knobs"]`. `tuning_db`: a tuning database whose best record
-    for each group's task on this target supplies the group's knobs (groups without one,
-    or given by `knobs`, keep their default or given knobs).
+    model: a path to an .onnx file, an onnx.ModelProto, a torch.nn.Module (with
+        `example_inputs`) or an ember Graph.
+    target: a target string or Target ("llvm" = this CPU; e.g. "llvm -mcpu=znver4",
+        "llvm -num-cores=4"; GPU kinds "cuda", "rocm", "opencl", "metal"). CPU and
+        feature names are checked against LLVM's lists (`ember target --list-cpus`).
+    opt_level: 0 (one kernel per op) to 3 (all graph passes, blocked layouts; default).
+    input_shapes: static shapes for inputs with symbolic dims, {"input": (1, 3, 224, 224)};
+        dims must be ints >= 0.
+    cache: True (the kernel cache in EMBER_CACHE_DIR, else ~/.cache/ember), False (none),
+        a directory, or a KernelCache. Entries are checked before use and rebuilt if bad.
+    jobs: worker processes compiling kernels (default: the CPUs this process may use;
+        1, or inside a daemonic process: compile here).
+    progress: a progress bar on stderr (default: when stderr is a terminal and there are
+        many kernels).
+    prepack: compute the weight-only stages of the kernels (packed panels, transposed
+        weights) once here instead of on every run (default: on unless EMBER_PREPACK=0).
+    knobs: the schedules' choices: a mapping from fused group name to Knobs, or a
+        function (group, task) -> Knobs | None (None: the default); the knobs each group
+        ran with are in `model.stats["knobs"]`.
+    tuning_db: a tuning database whose best record for each group's task on this target
+        supplies the group's knobs (groups without one, or given by `knobs`, keep their
+        default or given knobs).
+    example_inputs: for a torch.nn.Module, the tensors it is traced with (their shapes are
+        the compiled model's input shapes).
+
+    An ONNX model whose shapes are decided at run time (input dims that `input_shapes` leave
+    symbolic or unknown, a Reshape's shape computed from input data, an If's condition)
+    gives a SpecializedModel instead: it compiles per distinct shape decision at run time
+    and caches (ember.specialize).
+
+    Bad input raises an EmberError subclass naming what was wrong and where.
     """
     tgt = resolve_target(target)
     if tgt.kind in ("cuda", "rocm", "opencl", "metal"):
@@ -144,8 +200,31 @@ def compile(model: Any, target: str | Target = "llvm", opt_level: int = 3,
         from ember.autotune.apply import database_knobs
 
         knobs = database_knobs(tuning_db, tgt, knobs)
+    if not isinstance(model, Graph) and not _is_torch_module(model):
+        from ember.frontend.onnx import UnsupportedModelError
+        from ember.specialize import SpecializedModel, needs_specialization
+
+        proto = _onnx_model(model)
+
+        def compile_graph(graph: Graph) -> CompiledModel:
+            compiled = compile(graph, tgt, opt_level, None, cache, jobs, progress, prepack,
+                               knobs)
+            assert isinstance(compiled, CompiledModel)
+            return compiled
+
+        if needs_specialization(proto, input_shapes):
+            return SpecializedModel(proto, compile_graph, input_shapes)
+        try:
+            model = import_model(proto, input_shapes)
+        except UnsupportedModelError as error:
+            if not error.dynamic_values:
+                raise
+            return SpecializedModel(proto, compile_graph, input_shapes)
+        input_shapes = None
+    imported = time.perf_counter() - start
     built = _prepare(model, tgt, opt_level, input_shapes, cache, jobs, progress,
                      _prepack_default(prepack), knobs=knobs, example_inputs=example_inputs)
+    built.timings["import"] += imported
     timings = built.timings
     linked = link(built.plan, built.objects, tgt)
     timings["link"] = time.perf_counter() - start - sum(timings.values())
@@ -167,13 +246,14 @@ def _exportable(model: Any) -> None:
                             "this process's JIT")
 
 
-def export_library(model: Any, path: str | os.PathLike[str],
+def export_library(model: Any, path: str | os.PathLike[str], target: str | Target = "llvm",
+                   opt_level: int = 3,
                    input_shapes: Mapping[str, Sequence[int]] | None = None,
-                   opt_level: int = 3, target: str | Target = "llvm",
                    cache: CacheArg = True, jobs: int | None = None,
                    progress: bool | None = None, prepack: bool | None = None) -> Path:
     """Compile `model` (path, onnx.ModelProto or ember Graph) into the shared library `path`
-    (written atomically); load it with `ember.runtime.library.load_library`.
+    (written atomically, then sealed with its checksum); load it with
+    `ember.runtime.library.load_library`. The other arguments are `compile`'s, in its order.
 
     Weights are prepacked for host targets (as by `ember.compile`); a library for another
     machine packs them on every run.
@@ -223,8 +303,8 @@ def export_wasm(model: Any, directory: str | os.PathLike[str], name: str | None 
 
 
 def export_objects(model: Any, directory: str | os.PathLike[str],
+                   target: str | Target = "llvm", opt_level: int = 3,
                    input_shapes: Mapping[str, Sequence[int]] | None = None,
-                   opt_level: int = 3, target: str | Target = "llvm",
                    cache: CacheArg = True, jobs: int | None = None,
                    progress: bool | None = None) -> Path:
     """The library's pieces, unlinked, in `directory` (for a machine without a linker for

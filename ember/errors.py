@@ -45,5 +45,14 @@ class ModelError(EmberError, ValueError):
     """A model file is malformed or inconsistent (fails the checker, names undefined values)."""
 
 
+class InternalError(EmberError):
+    """ember failed on input it accepted: a compiler bug, reported with where it happened."""
+
+
+class CorruptFileError(EmberError, ValueError):
+    """A file ember wrote (kernel cache entry, exported library) is damaged or is not what
+    it claims to be; it is refused before any of its code runs."""
+
+
 class TuningError(EmberError):
     """The tuning database or a tuning run cannot go on (corrupt file, bad record, bad task)."""

@@ -4,9 +4,10 @@
     rep = onnx_backend.prepare(model)          # compiles
     outputs = rep.run([x])                     # list of numpy arrays, graph-output order
 
-Models with symbolic input dims compile at the first run, for the shapes fed. Inputs that
-ember needs as constants (a Reshape's `shape` fed as a graph input, ...) are bound at run
-time: the model compiles once per distinct value of those inputs.
+Models with symbolic input dims compile at the first run, for the shapes fed. Values that
+ember needs as constants (a Reshape's `shape` fed as a graph input or computed from one, an
+If's condition, ...) are computed and bound at run time: the model compiles once per
+distinct value of them (ember.specialize).
 """
 
 from __future__ import annotations
@@ -19,91 +20,34 @@ from onnx import ModelProto, NodeProto, helper
 from onnx.backend.base import Backend, BackendRep, Device, DeviceType
 
 from ember.errors import ArgumentError, UnsupportedOpError
-from ember.frontend.onnx import UnsupportedModelError, from_onnx, load_model
-from ember.graph.ir import Graph, Value
-from ember.lowering.evaluate import evaluate_node
-
-MAX_SPECIALIZE_ROUNDS = 4
-
-
-class _Program:
-    """One compiled specialization: the graph, its CompiledModel (None: nothing to run)."""
-
-    def __init__(self, graph: Graph, target: str) -> None:
-        import ember
-
-        self.graph = graph
-        computed: list[Value] = []
-        for v in graph.outputs:
-            if not v.is_constant and v not in graph.inputs and v not in computed:
-                computed.append(v)
-        self.compiled = None
-        if computed:
-            sub = Graph(graph.name, graph.inputs, tuple(computed), graph.nodes)
-            self.compiled = ember.compile(sub, target=target)
-        self.computed = computed
-
-    def run(self, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
-        results: dict[Value, np.ndarray] = {}
-        if self.compiled is not None:
-            arrays = [feeds[v.name] for v in self.graph.inputs]
-            for v, array in zip(self.computed, self.compiled.run(arrays)):
-                results[v] = array
-        outputs = []
-        for v in self.graph.outputs:
-            if v.is_constant:
-                outputs.append(np.array(v.data))
-            elif v in results:
-                outputs.append(results[v])
-            else:
-                outputs.append(np.array(feeds[v.name]))
-        return outputs
-
+from ember.frontend.onnx import load_model
+from ember.specialize import SpecializedModel
 
 class EmberRep(BackendRep):
-    """A prepared model: compiled now when its shapes are static, else at the first run."""
+    """A prepared model: compiled now when its shapes are static, else at the first run,
+    once per distinct run-time shape decision (ember.specialize)."""
 
     def __init__(self, model: ModelProto, target: str = "llvm") -> None:
+        import ember
+
         self.model = model
         self.target = target
-        initializers = {t.name for t in model.graph.initializer}
-        self.inputs = [vi for vi in model.graph.input if vi.name not in initializers]
-        self.input_names = [vi.name for vi in self.inputs]
-        self.bound: frozenset[str] = frozenset()       # inputs compiled in as constants
-        self._programs: dict[Any, _Program] = {}
-        for vi in self.inputs:
+        for vi in model.graph.input:
             kind = vi.type.WhichOneof("value")
             if kind != "tensor_type":
                 raise UnsupportedOpError(f"graph input '{vi.name}': only tensor inputs are "
                                          f"supported, got a {kind}")
-        if all(_static(vi) for vi in self.inputs):
-            self._prepare_static()
+        self.specialized = SpecializedModel(model, lambda g: ember.compile(g, target=target))
+        self.input_names = self.specialized.input_names
+        self.specialized.prepare()
 
-    def _prepare_static(self) -> None:
-        try:
-            self._programs[self._key({})] = _Program(from_onnx(self.model, evaluate=evaluate_node),
-                                                      self.target)
-        except UnsupportedModelError as err:
-            if not _only_dynamic(err):
-                raise
-            self.bound = err.dynamic_inputs
-
-    def _key(self, feeds: Mapping[str, np.ndarray]) -> Any:
-        shapes = tuple((n, tuple(feeds[n].shape), str(feeds[n].dtype)) for n in sorted(feeds)
-                       if n not in self.bound)
-        values = tuple((n, str(feeds[n].dtype), feeds[n].shape, feeds[n].tobytes())
-                       for n in sorted(self.bound))
-        return (shapes, values)
-
-    def _feeds(self, inputs: Any) -> dict[str, np.ndarray]:
+    def _feeds(self, inputs: Any) -> list[np.ndarray]:
         if isinstance(inputs, Mapping):
             arrays = [inputs[n] for n in self.input_names if n in inputs]
             if len(arrays) != len(self.input_names):
                 raise ArgumentError(f"model inputs are {self.input_names}; got {list(inputs)}")
-        elif isinstance(inputs, np.ndarray):
-            arrays = [inputs]
-        else:
-            arrays = list(inputs)
+            return arrays
+        arrays = [inputs] if isinstance(inputs, np.ndarray) else list(inputs)
         every = [vi.name for vi in self.model.graph.input]
         if len(arrays) == len(every) != len(self.input_names):
             # inputs backed by initializers were fed too: they must equal the initializer
@@ -114,47 +58,10 @@ class EmberRep(BackendRep):
                     raise ArgumentError(f"input '{name}' has an initializer, which ember "
                                         "compiles in as a constant; it cannot be overridden")
             arrays = [a for name, a in zip(every, arrays) if name not in initial]
-        if len(arrays) != len(self.input_names):
-            raise ArgumentError(f"the model takes {len(self.input_names)} inputs "
-                                f"{self.input_names}, got {len(arrays)}")
-        # np.asarray, not np.ascontiguousarray, which makes 0-d arrays 1-d
-        return {n: np.asarray(a, order="C") for n, a in zip(self.input_names, arrays)}
+        return arrays
 
     def run(self, inputs: Any, **kwargs: Any) -> tuple[np.ndarray, ...]:  # type: ignore[override]
-        feeds = self._feeds(inputs)
-        key = self._key(feeds)
-        program = self._programs.get(key)
-        if program is None:
-            program = self._specialize(feeds)
-            self._programs[self._key(feeds)] = program
-        return tuple(program.run(feeds))
-
-    def _specialize(self, feeds: Mapping[str, np.ndarray]) -> _Program:
-        shapes = {vi.name: feeds[vi.name].shape for vi in self.inputs if not _static(vi)}
-        for _ in range(MAX_SPECIALIZE_ROUNDS):
-            bound = {n: feeds[n] for n in self.bound}
-            try:
-                graph = from_onnx(self.model, {n: s for n, s in shapes.items() if n not in bound},
-                                  bound, evaluate=evaluate_node)
-                return _Program(graph, self.target)
-            except UnsupportedModelError as err:
-                if not _only_dynamic(err) or err.dynamic_inputs <= self.bound:
-                    raise
-                self.bound = self.bound | err.dynamic_inputs
-        raise UnsupportedModelError([f"inputs {sorted(self.bound)} still leave shapes unknown"],
-                                    self.bound)
-
-
-def _static(vi: onnx.ValueInfoProto) -> bool:
-    if vi.type.WhichOneof("value") != "tensor_type" or not vi.type.tensor_type.HasField("shape"):
-        return False
-    return all(d.HasField("dim_value") for d in vi.type.tensor_type.shape.dim)
-
-
-def _only_dynamic(err: UnsupportedModelError) -> bool:
-    """Whether binding graph inputs may fix the problems: some input must be a constant (the
-    other problems may follow from it, e.g. an If whose branches' shapes depend on it)."""
-    return bool(err.dynamic_inputs)
+        return tuple(self.specialized.run(self._feeds(inputs)))
 
 
 class EmberBackend(Backend):

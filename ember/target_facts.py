@@ -244,10 +244,11 @@ def _sysfs_caches(root: Path = SYSFS_CACHE) -> tuple[int, int, int, int] | None:
 
 
 def host_cpu_model() -> str:
-    """The host CPU's marketing name from /proc/cpuinfo (benchmark reports), else ''."""
+    """The host CPU's marketing name from /proc/cpuinfo (benchmark reports; "Model" or
+    "Hardware" on ARM boards), else the machine name."""
     try:
         for row in Path("/proc/cpuinfo").read_text().splitlines():
-            if row.startswith("model name"):
+            if row.startswith(("model name", "Model", "Hardware")):
                 return row.split(":", 1)[1].strip()
     except OSError:
         pass

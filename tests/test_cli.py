@@ -94,7 +94,7 @@ def test_onnx_commands(onnx_file, tmp_path, capsys):
     assert "Fused(" in out and "naive sum of intermediates" in out
     assert main(["bench", str(onnx_file), "--runs", "3", "--threads", "1"]) == 0
     out = capsys.readouterr().out
-    assert "onnxruntime" in out and "ratio ember/ort" in out
+    assert "onnxruntime" in out and "time ember/ort" in out and "ember is faster" in out
     assert main(["check", str(onnx_file)]) == 0
     assert "all tensors agree" in capsys.readouterr().out
 

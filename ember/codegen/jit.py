@@ -15,6 +15,7 @@ from typing import Any
 import llvmlite.binding as llvm
 
 from ember.codegen.llvm import codegen_llvm
+from ember.codegen.llvm_target import check_llvm_target
 from ember.errors import CodegenError
 from ember.codegen.pool import register_pool
 from ember.runtime import threadpool
@@ -56,6 +57,7 @@ def target_machine(target: Target, jit: bool = False) -> llvm.TargetMachine:
     """An LLVM TargetMachine for `target` at -O3 (`jit=True` for in-process execution)."""
     if target.kind not in ("llvm", "wasm", "cuda", "rocm"):
         raise CodegenError(f"target '{target}' is not generated through LLVM")
+    check_llvm_target(target)  # an unknown CPU can end the process inside LLVM
     if target.is_host:
         _initialize_native()
     else:

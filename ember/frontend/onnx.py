@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 from collections import ChainMap
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, MutableMapping, Sequence
+from typing import Any, Callable, Mapping, MutableMapping, NoReturn, Sequence
 
 import numpy as np
 
@@ -25,17 +25,21 @@ from ember.errors import ArgumentError, ModelError, ShapeError, UnsupportedOpErr
 from ember.graph.ir import Graph, GraphBuilder, Node, Value, constant, tensor_type
 from ember.graph.passes.dead_code import eliminate_dead_code
 from ember.graph.passes.rewrite import NONDETERMINISTIC
+from ember.types import check_shape
 from ember.ops.registry import OpDef, all_ops
 
 try:
     import onnx
     from onnx import AttributeProto, FunctionProto, GraphProto, ModelProto, NodeProto
-    from onnx import helper, numpy_helper
+    from onnx import helper
 except ImportError as _err:  # pragma: no cover - onnx is an optional dependency
     raise ImportError("importing ONNX models needs the onnx package: pip install onnx") from _err
 
+from ember.frontend.onnx_dynamic import CONVERTERS as DATA_DEPENDENT_CONVERTERS
+from ember.frontend.onnx_quant import CONVERTERS as QUANTIZED_CONVERTERS
 from ember.frontend.onnx_fold import (as_attr, attribute_value, elem_type, onnx_dtype,
-                                      schema_defaults, schema_function, supported_array)
+                                      schema_defaults, schema_function, schema_input_types,
+                                      supported_array, tensor_array, type_string)
 
 MIN_OPSET = 11
 MAX_FUNCTION_DEPTH = 16
@@ -53,11 +57,16 @@ class UnsupportedModelError(UnsupportedOpError):
     """Every unsupported operator or attribute of a model, reported at once.
 
     `dynamic_inputs` names the graph inputs that feed an input ember needs as a constant
-    (a Reshape's shape, ...); binding them with `constant_inputs` would make them constants."""
+    (a Reshape's shape, an If's condition, ...); binding them with `constant_inputs` would make
+    them constants. `dynamic_values` names the model's own values (graph inputs or outputs of
+    top-level nodes) that ember needs as constants: computing those at run time and binding
+    them is enough (ember.specialize does so)."""
 
-    def __init__(self, problems: Sequence[str], dynamic_inputs: frozenset[str]) -> None:
+    def __init__(self, problems: Sequence[str], dynamic_inputs: frozenset[str],
+                 dynamic_values: frozenset[str] = frozenset()) -> None:
         self.problems = list(problems)
         self.dynamic_inputs = dynamic_inputs
+        self.dynamic_values = dynamic_values or dynamic_inputs
         head = (f"the model uses {len(problems)} unsupported operators or attributes:"
                 if len(problems) > 1 else "the model uses an unsupported operator or attribute:")
         super().__init__("\n  ".join([head, *problems]))
@@ -90,12 +99,17 @@ def load_model(model: ModelProto | str | bytes | os.PathLike[str]) -> ModelProto
 def from_onnx(model: ModelProto | str | bytes | os.PathLike[str],
               input_shapes: Mapping[str, Sequence[int]] | None = None,
               constant_inputs: Mapping[str, np.ndarray] | None = None,
+              outputs: Sequence[str] | None = None,
               evaluate: Evaluator | None = None) -> Graph:
     """Import an ONNX model as an ember Graph.
 
-    input_shapes: static shapes for graph inputs whose dims are symbolic ("batch") or unknown.
-    constant_inputs: graph inputs whose values are fixed; they become constants (and leave
-    the graph's inputs), so nodes reading them fold or see them as attributes.
+    input_shapes: static shapes for graph inputs whose dims are symbolic ("batch"), unknown,
+    or declared as -1 or 0 (as some exporters write "unknown").
+    constant_inputs: values fixed by name: graph inputs (they become constants and leave the
+    graph's inputs) or outputs of top-level nodes (the nodes computing them are skipped), so
+    nodes reading them fold or see them as attributes.
+    outputs: names of the model's values to return instead of its graph outputs; only the
+    nodes they need are imported (a shape subgraph on its own).
     evaluate: runs one node on constant inputs, for inputs that must be known at import and
     are computed from constants (ember.lowering.evaluate.evaluate_node; ember.compile passes
     it). Without it such an input is an error naming the missing evaluator.
@@ -103,10 +117,11 @@ def from_onnx(model: ModelProto | str | bytes | os.PathLike[str],
         graph = from_onnx(model_proto, input_shapes={"x": (1, 3, 32, 32)})
     """
     proto = load_model(model)
+    _check_text(proto.graph)
     _check(proto)
     proto = _upgrade(proto)
     return _Importer(proto, dict(input_shapes or {}), dict(constant_inputs or {}),
-                     evaluate).run()
+                     outputs, evaluate).run()
 
 
 def _upgrade(model: ModelProto) -> ModelProto:
@@ -129,15 +144,99 @@ def _upgrade(model: ModelProto) -> ModelProto:
         return model
 
 
+def _check_text(graph: GraphProto, where: str = "the graph") -> None:
+    """Every name is text: protobuf hands back bytes for a string field that is not valid
+    UTF-8 (a damaged file), which no later step expects."""
+    def bad(value: Any) -> bool:
+        return isinstance(value, bytes)
+
+    for kind, values in (("input", graph.input), ("output", graph.output),
+                         ("value_info", graph.value_info), ("initializer", graph.initializer)):
+        for index, item in enumerate(values):
+            if bad(item.name):
+                raise ModelError(f"{where}: the name of {kind} {index} is not valid UTF-8")
+    for index, node in enumerate(graph.node):
+        fields = [node.name, node.op_type, node.domain, *node.input, *node.output,
+                  *(a.name for a in node.attribute)]
+        if any(bad(f) for f in fields):
+            raise ModelError(f"{where}: node {index} ({node.op_type!r}) has a name, op type, "
+                             "input, output or attribute name that is not valid UTF-8")
+        for attr in node.attribute:
+            if attr.type == AttributeProto.GRAPH:
+                _check_text(attr.g, f"{where}, node {index} attribute '{attr.name}'")
+
+
 def _check(model: ModelProto) -> None:
     try:
         onnx.checker.check_model(model)
-    except onnx.checker.ValidationError as err:
+    except Exception as err:  # noqa: BLE001 (ValidationError; UnicodeDecodeError on bad bytes)
         undefined = _first_undefined_input(model.graph)
         if undefined is not None:
             raise undefined from None
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise ModelError(f"the model fails the ONNX checker: {first}") from None
+        raise ModelError(f"the model fails the ONNX checker: {first}"
+                         f"{_shapeless_values(model.graph)}") from None
+
+
+def _shapeless_values(graph: GraphProto) -> str:
+    """Which graph inputs/outputs have a tensor type without a shape (the checker's
+    "Field 'shape' of 'type' is required" names none)."""
+    names = [f"{kind} {index} '{vi.name}'"
+             for kind, values in (("input", graph.input), ("output", graph.output))
+             for index, vi in enumerate(values)
+             if vi.type.WhichOneof("value") == "tensor_type"
+             and not vi.type.tensor_type.HasField("shape")]
+    if not names:
+        return ""
+    verb = "has" if len(names) == 1 else "have"
+    return (f" (graph {', '.join(names)} {verb} a type without a shape; give each a shape, "
+            "with dim_param names for unknown dims)")
+
+
+def _check_declared(vi: onnx.ValueInfoProto, value: Value, kind: str = "graph output"
+                    ) -> None:
+    """A graph output's declared element type must be what ember computes (onnxruntime
+    refuses such a model too): else the caller gets another type than the model promises."""
+    if vi.type.WhichOneof("value") != "tensor_type":
+        return
+    tensor = vi.type.tensor_type
+    if not tensor.elem_type and kind == "graph output":
+        raise ModelError(f"graph output '{vi.name}' has element type 0 (UNDEFINED); declare "
+                         f"its type ({value.type.dtype} here)")
+    if tensor.elem_type:
+        try:
+            declared = onnx_dtype(tensor.elem_type, f"{kind} '{vi.name}'")
+        except UnsupportedOpError:
+            if kind == "value_info":
+                return  # a type ember lacks, on a value it computed anyway
+            raise
+        if declared != value.type.dtype:
+            raise ModelError(f"{kind} '{vi.name}' is declared {declared} but the graph "
+                             f"computes {value.type.dtype}")
+    # a declared shape that differs is only a warning in onnxruntime, and the ONNX backend
+    # compiles one model for several fed shape inputs: not checked
+
+
+def _check_input_types(ctx: NodeContext) -> None:
+    """Each input's type must be one the op's ONNX schema allows (onnxruntime refuses the
+    model otherwise): a double Reshape shape or a float Gather index is a broken model."""
+    if ctx.node.domain not in ("", "ai.onnx") or (ctx.op not in CONVERTERS
+                                                  and ctx.op not in all_ops()):
+        return  # an op ember lacks is reported as unsupported, with the others
+    formals = schema_input_types(ctx.op, ctx.opset)
+    if not formals:
+        return
+    for index, value in enumerate(ctx.values):
+        if value is None or value is _UNKNOWN:
+            continue
+        name, allowed, variadic = formals[min(index, len(formals) - 1)]
+        if index >= len(formals) and not variadic:
+            return  # more inputs than the schema has: the converter reports it
+        got = type_string(value.type.dtype)
+        if any(a.startswith("tensor(") for a in allowed) and got not in allowed:
+            raise ModelError(f"node '{ctx.label}' ({ctx.op}): input {index} ('{name}') has "
+                             f"type {got}; the ONNX schema allows "
+                             f"{', '.join(sorted(allowed))}")
 
 
 def _first_undefined_input(graph: GraphProto) -> ModelError | None:
@@ -180,10 +279,16 @@ class _Importer:
     """The state of one import: the builder, names in scope, problems found so far."""
 
     def __init__(self, model: ModelProto, input_shapes: dict[str, Sequence[int]],
-                 constant_inputs: dict[str, np.ndarray], evaluate: Evaluator | None) -> None:
+                 constant_inputs: dict[str, np.ndarray],
+                 outputs: Sequence[str] | None = None,
+                 evaluate: Evaluator | None = None) -> None:
         self.model = model
         self.input_shapes = input_shapes
         self.constant_inputs = constant_inputs
+        self.wanted = None if outputs is None else list(outputs)
+        self.top_names: dict[Value, str] = {}   # values under their top-level ONNX name
+        self.dynamic_values: set[str] = set()
+        self.nesting = 0                        # > 0 inside function bodies and subgraphs
         self.evaluate = evaluate
         self.builder = GraphBuilder(model.graph.name or "onnx_model")
         self.functions = {(f.domain, f.name): f for f in model.functions}
@@ -203,15 +308,31 @@ class _Importer:
         opsets = self._opsets()
         env: dict[str, Value | None] = {}
         self._inputs(graph, env)
-        self._convert_nodes(graph.node, env, opsets, "")
+        names = [vi.name for vi in graph.output] if self.wanted is None else self.wanted
+        # only what the outputs need, cut at values the caller bound
+        nodes = _needed_nodes(graph, names, set(self.constant_inputs))
+        self._convert_nodes(nodes, env, opsets, "")
         outputs = []
-        for vi in graph.output:
-            if vi.name not in env or env[vi.name] is None:
-                raise ModelError(f"graph output '{vi.name}' is not produced by any node, input "
+        if not graph.output:
+            raise ModelError("the model's graph declares no outputs; ONNX requires at least one")
+        declared = {vi.name: vi for vi in graph.output}
+        for index, name in enumerate(names):
+            if name not in env or env[name] is None:
+                label = f"'{name}'" if name else f"{index} (unnamed)"
+                raise ModelError(f"graph output {label} is not produced by any node, input "
                                  "or initializer")
-            outputs.append(env[vi.name])
+            value = env[name]
+            if not self.problems and value is not None and name in declared:
+                _check_declared(declared[name], value)
+            outputs.append(value)
+        if not self.problems:
+            for vi in graph.value_info:  # declared types of intermediates, as for outputs
+                value = env.get(vi.name)
+                if value is not None and value is not _UNKNOWN:
+                    _check_declared(vi, value, "value_info")
         if self.problems:
-            raise UnsupportedModelError(self.problems, frozenset(self.dynamic))
+            raise UnsupportedModelError(self.problems, frozenset(self.dynamic),
+                                        frozenset(self.dynamic_values))
         # nodes that only computed attributes (shape subgraphs) are dead now
         return eliminate_dead_code(self.builder.finish([v for v in outputs if v is not None]))
 
@@ -233,12 +354,19 @@ class _Importer:
     def _inputs(self, graph: GraphProto, env: dict[str, Value | None]) -> None:
         initializers = {t.name: t for t in graph.initializer}
         names = [vi.name for vi in graph.input if vi.name not in initializers]
-        for what, given in (("input_shapes", self.input_shapes),
-                            ("constant_inputs", self.constant_inputs)):
-            unknown = sorted(set(given) - set(names))
+        produced = {o for n in graph.node for o in n.output if o}
+        for what, given, known in (("input_shapes", self.input_shapes, set(names)),
+                                   ("constant_inputs", self.constant_inputs,
+                                    set(names) | produced)):
+            unknown = sorted(set(given) - known)
             if unknown:
-                raise ArgumentError(f"{what} names {unknown}, which are not graph inputs of the "
-                                    f"model (its inputs: {names})")
+                also = " or node outputs" if what == "constant_inputs" else ""
+                raise ArgumentError(f"{what} names {unknown}, which are not graph inputs{also} "
+                                    f"of the model (its inputs: {names})")
+        missing = [w for w in self.wanted or () if w not in produced and w not in initializers
+                   and w not in {vi.name for vi in graph.input}]
+        if missing:
+            raise ArgumentError(f"outputs names {missing}, which are not values of the model")
         for vi in graph.input:
             if vi.name in initializers:
                 continue
@@ -248,6 +376,7 @@ class _Importer:
             dtype, shape = self._input_type(vi)
             value = self.builder.input(vi.name, shape, dtype)
             self.deps[value] = frozenset([vi.name])
+            self.top_names[value] = vi.name
             env[vi.name] = value
         for name, tensor in initializers.items():
             env[name] = self._initializer(name, tensor)
@@ -263,7 +392,7 @@ class _Importer:
         except UnsupportedOpError as err:
             self.problems.append(str(err))
             return _UNKNOWN
-        return self._constant(name, numpy_helper.to_array(tensor))
+        return self._constant(name, tensor_array(tensor, f"initializer '{name}'"))
 
     def _input_type(self, vi: onnx.ValueInfoProto) -> tuple[Any, tuple[int, ...]]:
         name = vi.name
@@ -274,9 +403,9 @@ class _Importer:
         dtype = onnx_dtype(tensor.elem_type, f"graph input '{name}'")
         dims = list(tensor.shape.dim) if tensor.HasField("shape") else None
         if name in self.input_shapes:
-            shape = tuple(int(d) for d in self.input_shapes[name])
+            shape = check_shape(self.input_shapes[name], f"input_shapes['{name}']")
             if dims is not None:
-                declared = [d.dim_value if d.HasField("dim_value") else None for d in dims]
+                declared = [d.dim_value if _known_dim(d) else None for d in dims]
                 if len(declared) != len(shape) or any(
                         d is not None and d != s for d, s in zip(declared, shape)):
                     raise ShapeError(f"input_shapes['{name}'] = {shape} does not fit the "
@@ -286,21 +415,47 @@ class _Importer:
             raise ShapeError(f"graph input '{name}' has no shape in the model; pass "
                              f"input_shapes={{'{name}': (...)}} to from_onnx/ember.compile")
         for index, d in enumerate(dims):
-            if not d.HasField("dim_value"):
+            if not _known_dim(d):
                 symbol = f"'{d.dim_param}'" if d.dim_param else "unknown"
-                example = tuple(d.dim_value if d.HasField("dim_value") else 1 for d in dims)
+                example = tuple(d.dim_value if _known_dim(d) else 1 for d in dims)
                 raise ShapeError(f"graph input '{name}': dimension {index} is symbolic "
                                  f"({symbol}); ember compiles static shapes: pass "
                                  f"input_shapes={{'{name}': {example}}} (your sizes) to "
                                  "from_onnx/ember.compile")
-        return dtype, tuple(int(d.dim_value) for d in dims)
+        return dtype, check_shape([int(d.dim_value) for d in dims], f"graph input '{name}'")
 
     # nodes ------------------------------------------------------------------------------
     def _convert_nodes(self, nodes: Sequence[NodeProto], env: MutableMapping[str, Value | None],
                        opsets: Mapping[str, int], prefix: str) -> None:
-        for index, node in enumerate(nodes):
-            label = prefix + (node.name or f"{node.op_type.lower()}_{index}")
-            self._convert(node, label, env, opsets)
+        if prefix:
+            self.nesting += 1
+        try:
+            for index, node in enumerate(nodes):
+                label = prefix + (node.name or f"{node.op_type.lower()}_{index}")
+                if prefix:
+                    self._convert(node, label, env, opsets)
+                else:
+                    self._convert_top(node, label, env, opsets)
+        finally:
+            if prefix:
+                self.nesting -= 1
+
+    def _convert_top(self, node: NodeProto, label: str, env: MutableMapping[str, Value | None],
+                     opsets: Mapping[str, int]) -> None:
+        """A node of the model's graph: skipped when the caller bound its outputs; its
+        outputs are remembered by name (the names run-time bindings use)."""
+        outs = [o for o in node.output if o]
+        if outs and all(o in self.constant_inputs for o in outs):
+            for o in outs:
+                env[o] = self._constant(o, np.asarray(self.constant_inputs[o]))
+            return
+        self._convert(node, label, env, opsets)
+        for o in outs:
+            if o in self.constant_inputs:      # some outputs bound: those are constants
+                env[o] = self._constant(o, np.asarray(self.constant_inputs[o]))
+            value = env.get(o)
+            if value is not None and value is not _UNKNOWN and not value.is_constant:
+                self.top_names.setdefault(value, o)
 
     def _convert(self, node: NodeProto, label: str, env: MutableMapping[str, Value | None],
                  opsets: Mapping[str, int]) -> None:
@@ -315,6 +470,7 @@ class _Importer:
             else:
                 values.append(env[name])
         ctx = NodeContext(node, label, opsets, values, env)
+        _check_input_types(ctx)
         outputs: Sequence[Value | None] | None = None
         if any(v is _UNKNOWN for v in values):
             self._check_known(ctx)
@@ -401,6 +557,10 @@ class _Importer:
         inputs.extend([None] * (len(data_inputs) - len(inputs)))
         if "num_outputs" in opdef.attrs and attrs.get("num_outputs") is None \
                 and attrs.get("split") is None:
+            if ctx.op == "Split" and ctx.opset >= 18:  # older opsets split evenly by outputs
+                raise ModelError(f"node '{ctx.label}' (Split, opset {ctx.opset}): give either "
+                                 "the 'split' input or the 'num_outputs' attribute (ONNX "
+                                 "requires one from opset 18)")
             attrs["num_outputs"] = len(ctx.node.output)
         return self.add(ctx, ctx.op, inputs, attrs)
 
@@ -416,11 +576,28 @@ class _Importer:
                                      "ember.lowering.evaluate.evaluate_node, as ember.compile "
                                      "does)")
         self.dynamic.update(sources)
+        self.dynamic_values.update([self.top_names[value]] if value in self.top_names
+                                   else sources)
         origin = (f"it is computed at run time from graph input(s) {sorted(sources)}"
                   if sources else "it is computed at run time")
         raise UnsupportedOpError(f"input '{formal}' must be a constant (it decides shapes or "
                                  f"layout), but {origin}; make it an initializer or pass "
                                  "constant_inputs")
+
+    def need_output_values(self, ctx: NodeContext, source: Value) -> NoReturn:
+        """Raise for a node whose output shapes depend on the values of `source`, computed
+        at run time (NonZero, ...): naming its outputs as values to bind, when the node is
+        in the model's graph, else the graph inputs `source` comes from."""
+        sources = self.deps.get(source, frozenset())
+        self.dynamic.update(sources)
+        if self.nesting == 0:
+            self.dynamic_values.update(o for o in ctx.node.output if o)
+        else:
+            self.dynamic_values.update(sources)
+        raise UnsupportedOpError("its output shape depends on the values of its input, which "
+                                 "are computed at run time; ember.compile computes it on the "
+                                 "host at run time (from_onnx: bind its outputs with "
+                                 "constant_inputs)")
 
     def constant_value(self, value: Value) -> np.ndarray | None:
         """The array `value` holds if it does not vary at run time, else None.
@@ -560,6 +737,38 @@ def _bind_attributes(node: NodeProto, given: Mapping[str, AttributeProto]) -> No
     return bound
 
 
+def _known_dim(d: Any) -> bool:
+    """A dim with a size: dim_value > 0 (exporters write -1 or 0 for "unknown")."""
+    return d.HasField("dim_value") and d.dim_value > 0
+
+
+def _needed_nodes(graph: GraphProto, names: Sequence[str], bound: set[str]
+                  ) -> list[NodeProto]:
+    """The nodes of `graph` that `names` depend on, in order (subgraphs' outer reads count),
+    not looking past `bound` values."""
+    wanted = set(names)
+    keep: list[NodeProto] = []
+    for node in reversed(graph.node):
+        outs = [o for o in node.output if o]
+        if not any(o in wanted for o in outs):
+            continue
+        keep.append(node)
+        if not all(o in bound for o in outs):
+            wanted.update(_reads(node))
+    return keep[::-1]
+
+
+def _reads(node: NodeProto) -> set[str]:
+    """Every name a node reads, including those its subgraphs read from the enclosing scope."""
+    names = {i for i in node.input if i}
+    for attr in node.attribute:
+        for sub in ([attr.g] if attr.type == AttributeProto.GRAPH else
+                    list(attr.graphs) if attr.type == AttributeProto.GRAPHS else []):
+            for inner in sub.node:
+                names |= _reads(inner)
+    return names
+
+
 def _unsupported_text(ctx: NodeContext) -> str:
     domain = ctx.node.domain
     if domain not in ("", "ai.onnx"):
@@ -675,35 +884,18 @@ def convert_size(imp: _Importer, ctx: NodeContext) -> list[Value | None]:
 
 
 def convert_if(imp: _Importer, ctx: NodeContext) -> list[Value | None]:
-    """If with a constant condition: the chosen branch is inlined. With a run-time condition
-    both branches are inlined and Where picks between their results (equal types needed)."""
+    """If with a constant condition: the chosen branch is inlined, the other is never
+    imported. A condition computed at run time must be bound first (ember.specialize computes
+    it from the inputs at run time and compiles the taken branch only): the untaken branch may
+    not even have valid shapes, and running both would double the work."""
     cond = ctx.values[0]
     assert cond is not None
     then_graph, else_graph = ctx.attrs["then_branch"], ctx.attrs["else_branch"]
-    known = imp.constant_value(cond)
-    if known is not None:
-        taken = bool(np.asarray(known).reshape(-1)[0])
-        return imp.inline_graph(ctx, then_graph if taken else else_graph, ctx.label + "/")
     if cond.type.size != 1:
         raise UnsupportedOpError(f"the condition has {cond.type.size} elements, expected 1")
-    then_values = imp.inline_graph(ctx, then_graph, ctx.label + "/then/")
-    else_values = imp.inline_graph(ctx, else_graph, ctx.label + "/else/")
-    if any(v is _UNKNOWN for v in [*then_values, *else_values]):
-        return [_UNKNOWN] * len(then_values)
-    if cond.type.ndim:
-        (cond,) = imp.builder.add("Reshape", [cond], {"shape": ()}, name=f"{ctx.label}/cond")
-    outputs: list[Value | None] = []
-    for index, (a, b) in enumerate(zip(then_values, else_values)):
-        assert a is not None and b is not None
-        if a.type != b.type:
-            raise UnsupportedOpError(f"with a condition computed at run time, both branches "
-                                     f"must give the same types; output {index} is {a.type} "
-                                     f"in then_branch and {b.type} in else_branch")
-        name = ctx.node.output[index] if index < len(ctx.node.output) else ""
-        (out,) = imp.builder.add("Where", [cond, a, b], name=ctx.label,
-                                 output_names=[name] if name else None)
-        outputs.append(out)
-    return outputs
+    known = imp._need_constant(ctx, "cond", cond)       # raises when computed at run time
+    taken = bool(np.asarray(known).reshape(-1)[0])
+    return imp.inline_graph(ctx, then_graph if taken else else_graph, ctx.label + "/")
 
 
 def convert_range(imp: _Importer, ctx: NodeContext) -> list[Value | None] | None:
@@ -736,3 +928,5 @@ CONVERTERS: dict[str, Converter] = {
     "Range": convert_range,
     "OptionalHasElement": convert_optional_has_element,
 }
+CONVERTERS.update(QUANTIZED_CONVERTERS)
+CONVERTERS.update(DATA_DEPENDENT_CONVERTERS)

@@ -7,6 +7,7 @@ kernels (see `from_onnx`'s `evaluate`).
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Sequence
 
 import numpy as np
@@ -15,7 +16,7 @@ from onnx import AttributeProto, FunctionProto, NodeProto, helper, numpy_helper
 
 from ember import dtype as dt
 from ember.dtype import DType
-from ember.errors import UnsupportedOpError
+from ember.errors import ModelError, UnsupportedOpError
 
 # the ONNX TensorProto data types ember holds, by number
 _ONNX_TYPES = {1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32",
@@ -43,6 +44,19 @@ def supported_array(array: Any) -> bool:
     return isinstance(array, np.ndarray) and array.dtype in _NUMPY_TYPES
 
 
+def tensor_array(tensor: onnx.TensorProto, where: str) -> np.ndarray:
+    """The numpy value of a TensorProto; ModelError (naming `where` and the tensor) when its
+    dims are negative or its data does not fill them (raw_data too short or too long)."""
+    dims = tuple(tensor.dims)
+    if any(d < 0 for d in dims):
+        raise ModelError(f"{where}: tensor '{tensor.name}' has negative dims {dims}")
+    try:
+        return numpy_helper.to_array(tensor)
+    except (ValueError, TypeError, KeyError, MemoryError) as error:
+        raise ModelError(f"{where}: the data of tensor '{tensor.name}' does not match its dims "
+                         f"{dims} and data type {tensor.data_type} ({error})") from None
+
+
 def attribute_value(attr: AttributeProto, where: str) -> Any:
     """An ONNX attribute as a Python value: ints, floats, str, numpy arrays, tuples of those.
 
@@ -55,7 +69,7 @@ def attribute_value(attr: AttributeProto, where: str) -> Any:
     if kind == AttributeProto.STRING:
         return attr.s.decode("utf-8", errors="replace")
     if kind == AttributeProto.TENSOR:
-        return numpy_helper.to_array(attr.t)
+        return tensor_array(attr.t, f"{where}: attribute '{attr.name}'")
     if kind == AttributeProto.GRAPH:
         return attr.g
     if kind == AttributeProto.INTS:
@@ -65,7 +79,7 @@ def attribute_value(attr: AttributeProto, where: str) -> Any:
     if kind == AttributeProto.STRINGS:
         return tuple(s.decode("utf-8", errors="replace") for s in attr.strings)
     if kind == AttributeProto.TENSORS:
-        return tuple(numpy_helper.to_array(t) for t in attr.tensors)
+        return tuple(tensor_array(t, f"{where}: attribute '{attr.name}'") for t in attr.tensors)
     kind_name = AttributeProto.AttributeType.Name(kind)
     raise UnsupportedOpError(f"{where}: attribute '{attr.name}' of kind {kind_name} is not "
                              "supported")
@@ -111,6 +125,30 @@ def schema_function(op: str, opset: int, node: NodeProto,
     func = FunctionProto()
     func.ParseFromString(raw)
     return func if len(func.node) else None
+
+
+@functools.cache
+def schema_input_types(op: str, opset: int, domain: str = "") -> tuple[tuple[str, frozenset[str],
+                                                                           bool], ...] | None:
+    """Per formal input of `op` at `opset`: (name, allowed type strings such as
+    "tensor(float)", variadic?); None when onnx has no schema for it."""
+    try:
+        schema = onnx.defs.get_schema(op, opset, domain)
+    except onnx.defs.SchemaError:
+        return None
+    constraints = {c.type_param_str: frozenset(c.allowed_type_strs)
+                   for c in schema.type_constraints}
+    variadic = onnx.defs.OpSchema.FormalParameterOption.Variadic
+    return tuple((f.name, constraints.get(f.type_str, frozenset([f.type_str])),
+                  f.option == variadic) for f in schema.inputs)
+
+
+def type_string(dtype: DType) -> str:
+    """ONNX's name of a tensor type: float32 -> "tensor(float)"."""
+    names = {"float32": "float", "float64": "double", "float16": "float16",
+             "bfloat16": "bfloat16", "bool": "bool"}
+    text = str(dtype)
+    return f"tensor({names.get(text, text)})"
 
 
 def schema_defaults(op: str, opset: int) -> dict[str, AttributeProto]:

@@ -14,7 +14,7 @@ import numpy as np
 
 from ember.dtype import DType
 from ember.errors import EmberError, ShapeError, UnsupportedOpError
-from ember.types import TensorType, tensor_type
+from ember.types import MAX_ELEMENTS, TensorType, check_shape, tensor_type  # noqa: F401 (re-exported)
 
 
 class Value:
@@ -150,7 +150,7 @@ class GraphBuilder:
         return name if count == 0 else f"{name}_{count}"
 
     def input(self, name: str, shape: Sequence[int], dtype: str | DType) -> Value:
-        value = Value(self.unique(name), tensor_type(shape, dtype))
+        value = Value(self.unique(name), tensor_type(shape, dtype, f"graph input '{name}'"))
         self.inputs.append(value)
         return value
 
@@ -172,6 +172,8 @@ class GraphBuilder:
             if str(err).startswith(f"node '{node_name}'"):
                 raise
             raise type(err)(f"node '{node_name}' ({op}): {err}") from None
+        for i, t in enumerate(types):
+            check_shape(t.shape, f"node '{node_name}' ({op}) output {i}")
         names = list(output_names or [])
         outputs = tuple(
             Value(self.unique(names[i] if i < len(names) and names[i] else f"{node_name}:{i}"), t)

@@ -14,9 +14,12 @@ import functools
 import hashlib
 import os
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
-MAGIC = b"EMBERKO1"
+from ember.errors import CorruptFileError
+
+MAGIC = b"EMBERKO2"
 # every source file of the installed package counts: a hand-kept list of "the files that
 # decide kernel code" goes stale the day someone adds a module
 _SOURCE_SUFFIXES = (".py", ".ll", ".c", ".h")
@@ -68,7 +71,9 @@ class KernelCache:
     def path(self, key: str) -> Path:
         return self.directory / "kernels" / key[:2] / f"{key}.obj"
 
-    def get(self, key: str) -> bytes | None:
+    def get(self, key: str, symbols: Sequence[str] = ()) -> bytes | None:
+        """The entry's object code, or None when absent, damaged, stored under another key,
+        or (when `symbols` are given) not a well-formed object defining all of them."""
         try:
             raw = self.path(key).read_bytes()
         except OSError:
@@ -77,21 +82,109 @@ class KernelCache:
         header = len(MAGIC) + _DIGEST_BYTES
         payload = raw[header:]
         if (len(raw) <= header or raw[:len(MAGIC)] != MAGIC
-                or hashlib.sha256(payload).digest() != raw[len(MAGIC):header]):
+                or _digest(key, payload) != raw[len(MAGIC):header]
+                or not _defines(payload, symbols, key)):
             self.corrupted += 1
             self.misses += 1
             return None
         self.hits += 1
+        try:  # the entry was used: the size cap evicts the least recently used first
+            os.utime(self.path(key))
+        except OSError:
+            pass
         return payload
+
+    def entries(self) -> list[Path]:
+        return sorted((self.directory / "kernels").glob("*/*.obj"))
+
+    def info(self) -> tuple[int, int]:
+        """(number of entries, their total bytes)."""
+        sizes = [_size(p) for p in self.entries()]
+        return len(sizes), sum(sizes)
+
+    def clear(self) -> int:
+        """Remove every entry (and stray temp files); returns how many entries went."""
+        removed = 0
+        for path in (self.directory / "kernels").glob("*/*"):
+            try:
+                path.unlink()
+                removed += path.suffix == ".obj"
+            except OSError:
+                pass
+        return removed
+
+    def prune(self, max_bytes: int | None = None) -> int:
+        """Evict least recently used entries until the cache holds at most `max_bytes`
+        (default EMBER_CACHE_MAX_MB, 2048 MB); returns how many were removed."""
+        limit = max_cache_bytes() if max_bytes is None else max_bytes
+        entries = []
+        for path in self.entries():
+            try:
+                stat = path.stat()
+            except OSError:
+                continue
+            entries.append((stat.st_mtime, stat.st_size, path))
+        total = sum(size for _, size, _ in entries)
+        removed = 0
+        for _, size, path in sorted(entries, key=lambda e: (e[0], str(e[2]))):
+            if total <= limit:
+                break
+            try:
+                path.unlink()
+            except OSError:
+                continue
+            total -= size
+            removed += 1
+        return removed
 
     def put(self, key: str, payload: bytes) -> None:
         """Store `payload` atomically; a cache that cannot be written is silently skipped."""
         path = self.path(key)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            write_atomic(path, MAGIC + hashlib.sha256(payload).digest() + payload)
+            write_atomic(path, MAGIC + _digest(key, payload) + payload)
         except OSError:
             pass
+
+
+def max_cache_bytes() -> int:
+    """EMBER_CACHE_MAX_MB (default 2048) in bytes."""
+    from ember.errors import ArgumentError
+
+    text = os.environ.get("EMBER_CACHE_MAX_MB", "").strip() or "2048"
+    try:
+        megabytes = float(text)
+    except ValueError:
+        raise ArgumentError(f"EMBER_CACHE_MAX_MB must be a number of megabytes, got "
+                            f"{text!r}") from None
+    if megabytes < 0:
+        raise ArgumentError(f"EMBER_CACHE_MAX_MB must be >= 0, got {text!r}")
+    return int(megabytes * 1024 * 1024)
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _digest(key: str, payload: bytes) -> bytes:
+    """SHA-256 over the key and the payload: an entry copied under another kernel's key (same
+    bytes, valid digest of its own) does not match."""
+    return hashlib.sha256(key.encode() + b"\0" + payload).digest()
+
+
+def _defines(payload: bytes, symbols: Sequence[str], key: str) -> bool:
+    if not symbols:
+        return True
+    from ember.lowering.link import check_kernel_object
+
+    try:
+        check_kernel_object(payload, symbols, f"kernel cache entry {key}")
+    except CorruptFileError:
+        return False
+    return True
 
 
 def write_atomic(path: str | os.PathLike[str], data: bytes) -> None:

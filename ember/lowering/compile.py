@@ -10,16 +10,18 @@ groups with the same key compile once, and compiled objects are cached on disk k
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import time
+import traceback
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import Future
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from ember.errors import ArgumentError, EmberError, ScheduleError
+from ember.codegen.llvm_target import check_llvm_target
+from ember.errors import ArgumentError, EmberError, InternalError, ScheduleError
 from ember.graph.ir import Graph, Value
 from ember.lowering.build import optimize as optimize_tir
 from ember.lowering.cache import KernelCache, cache_key
@@ -34,6 +36,7 @@ from ember.lowering.groups import (
 from ember.lowering.kernel import group_knobs, lower_group_kernels
 from ember.lowering.link import emit_kernel_object
 from ember.lowering.plan import exec_plan
+from ember.lowering.workers import worker_pool
 from ember.lowering.prepack import PackJob, pack_constants, prepacked_calls
 from ember.ops.knobs import Knobs, Task, resolve_knobs
 from ember.runtime.plan import ExecPlan
@@ -61,10 +64,17 @@ def compile_kernel(group: FusedGroup, target: Target | str = "llvm", pic: bool =
                    ) -> bytes:
     """An object file defining the group's kernel `group.symbol` (and its pack kernel);
     `pic`: position-independent, for a shared library (else for this process's JIT)."""
+    where = f"fused group '{group.name}' ({group.describe()}; nodes {group.node_names()})"
     try:
         return emit_kernel_object(lower_kernels(group, target), target, pic)
     except EmberError as error:
-        raise type(error)(f"fused group '{group.name}' ({group.describe()}): {error}") from None
+        raise type(error)(f"{where}: {error}") from None
+    except Exception as error:  # noqa: BLE001 - a compiler bug: say which kernel, keep its place
+        # a worker process's traceback does not survive pickling: name the failing frame
+        frame = traceback.extract_tb(error.__traceback__)[-1]
+        raise InternalError(f"{where}: internal compiler error {type(error).__name__}: "
+                            f"{error} (at {os.path.basename(frame.filename)}:{frame.lineno} "
+                            f"in {frame.name}); please report it with the model") from error
 
 
 class _Progress:
@@ -110,15 +120,6 @@ def _kernel_cache(cache: bool | str | os.PathLike[str] | KernelCache) -> KernelC
     return KernelCache(cache)
 
 
-def _pool(workers: int) -> Executor:
-    """Worker processes (forked: they start with ember already imported), else threads."""
-    try:
-        context = multiprocessing.get_context("fork")
-    except ValueError:
-        return ThreadPoolExecutor(max_workers=workers)
-    return ProcessPoolExecutor(max_workers=workers, mp_context=context)
-
-
 def compile_kernels(groups: Sequence[FusedGroup], target: Target, cache: KernelCache | None,
                     jobs: int | None = None, progress: bool = False, pic: bool = False
                     ) -> tuple[dict[str, bytes], dict[str, int]]:
@@ -131,35 +132,55 @@ def compile_kernels(groups: Sequence[FusedGroup], target: Target, cache: KernelC
     todo = []
     cache_target = f"{target} -reloc=pic" if pic else str(target)
     for symbol, g in unique.items():
-        blob = cache.get(cache_key(g.key, cache_target)) if cache is not None else None
+        blob = (cache.get(cache_key(g.key, cache_target), [symbol]) if cache is not None
+                else None)
         if blob is not None:
             objects[symbol] = blob
         else:
             todo.append(g)
     bar = _Progress(len(todo), "compiling kernels", progress)
     workers = jobs if jobs is not None else min(len(todo), len(os.sched_getaffinity(0)))
+    # llvmlite serializes every LLVM call behind one lock and lowering is pure Python, so
+    # threads do not overlap; worker processes do
+    pool = worker_pool(workers) if len(todo) >= PARALLEL_MIN_KERNELS else None
     try:
-        if workers <= 1 or len(todo) < PARALLEL_MIN_KERNELS:
+        if pool is None:
             for g in todo:
                 objects[g.symbol] = compile_kernel(g, target, pic)
                 bar.update()
         else:
-            # llvmlite serializes every LLVM call behind one lock and lowering is pure
-            # Python, so threads do not overlap; worker processes do
-            with _pool(workers) as pool:
+            with pool:
                 futures = [(g, pool.submit(compile_kernel, without_weights(g), str(target),
                                            pic)) for g in todo]
                 for g, future in futures:
-                    objects[g.symbol] = future.result()
+                    objects[g.symbol] = _worker_result(g, future)
                     bar.update()
     finally:
         bar.close()
     if cache is not None:
         for g in todo:
             cache.put(cache_key(g.key, cache_target), objects[g.symbol])
+        if todo:
+            cache.prune()
     stats = {"groups": len(groups), "kernels": len(unique), "compiled": len(todo),
              "cached": len(unique) - len(todo)}
     return objects, stats
+
+
+def _worker_result(group: FusedGroup, future: Future[bytes]) -> bytes:
+    """A worker's object code; any failure there (a worker that died, an internal error)
+    becomes an EmberError naming the fused group."""
+    try:
+        return future.result()
+    except EmberError:
+        raise  # compile_kernel already named the group
+    except BrokenProcessPool:
+        raise EmberError(f"fused group '{group.name}' ({group.describe()}): the worker process "
+                         "compiling it died (out of memory, or killed); compile with jobs=1 "
+                         "to see the failure in this process") from None
+    except Exception as error:  # noqa: BLE001 (any failure of the worker, named)
+        raise EmberError(f"fused group '{group.name}' ({group.describe()}): compiling it in a "
+                         f"worker process failed: {type(error).__name__}: {error}") from None
 
 
 # knobs for `compile`: per fused group name, or a function of the group and its task that
@@ -226,6 +247,7 @@ def prepare(graph: Graph, target: Target, opt_level: int = 3,
     `choose_knobs`."""
     if not isinstance(opt_level, int) or not 0 <= opt_level <= 3:
         raise ArgumentError(f"opt_level must be an int in [0, 3], got {opt_level!r}")
+    check_llvm_target(target)  # before any worker hands an unknown CPU to LLVM
     timings: dict[str, float] = {}
     start = time.perf_counter()
     fused = optimize(graph, opt_level, target)

@@ -194,9 +194,17 @@ def required_features(target: Target) -> list[str]:
     return [f for f in target.code_features if f in table]
 
 
-def data_assembly(constant_bytes: int, metadata_bytes: int) -> str:
-    """Assembler for the constant blob (64-byte aligned, read-only) and the metadata."""
+def data_assembly(constant_bytes: int, metadata_bytes: int, sizes: Sequence[int] = ()) -> str:
+    """Assembler for the constant blob (64-byte aligned, read-only), the metadata, the sizes
+    the code was compiled for and the checksum record (written by `seal_library`)."""
     c, m, n = library.CONSTANTS_SYMBOL, library.METADATA_SYMBOL, library.METADATA_SIZE_SYMBOL
+    k, z = library.CHECKSUM_SYMBOL, library.SIZES_SYMBOL
+    quads = ", ".join(str(int(v)) for v in sizes) or "0"
+    record = (f"\t.section .rodata.{k},\"a\",%progbits\n\t.balign 8\n\t.globl {k}\n"
+              f"\t.type {k}, %object\n{k}:\n\t.ascii \"{library.CHECKSUM_MAGIC.decode()}\"\n"
+              f"\t.zero 32\n\t.size {k}, {len(library.CHECKSUM_MAGIC) + 32}\n"
+              f"\t.globl {z}\n\t.type {z}, %object\n{z}:\n\t.quad {quads}\n"
+              f"\t.size {z}, {8 * max(1, len(sizes))}\n")
     pad = "" if constant_bytes else "\t.zero 64\n"  # a symbol with bytes behind it
     return (f"\t.section .rodata.{c},\"a\",%progbits\n\t.balign 64\n\t.globl {c}\n"
             f"\t.type {c}, %object\n{c}:\n\t.incbin \"{CONSTANTS_FILE}\"\n{pad}"
@@ -205,7 +213,7 @@ def data_assembly(constant_bytes: int, metadata_bytes: int) -> str:
             f"\t.type {n}, %object\n{n}:\n\t.quad {metadata_bytes}\n\t.size {n}, 8\n"
             f"\t.globl {m}\n\t.type {m}, %object\n{m}:\n\t.incbin \"{METADATA_FILE}\"\n"
             f"\t.byte 0\n\t.size {m}, {metadata_bytes + 1}\n"
-            "\t.section .note.GNU-stack,\"\",%progbits\n")
+            + record + "\t.section .note.GNU-stack,\"\",%progbits\n")
 
 
 def _write_objects(built: Any, target: Target, work: Path) -> list[str]:
@@ -223,9 +231,11 @@ def _write_objects(built: Any, target: Target, work: Path) -> list[str]:
 
 def _write_data(built: Any, target: Target, work: Path) -> list[str]:
     built.blob[:built.plan.constant_bytes].tofile(work / CONSTANTS_FILE)
-    text = json.dumps(metadata(built.plan, target), separators=(",", ":")).encode()
+    meta = metadata(built.plan, target)
+    text = json.dumps(meta, separators=(",", ":")).encode()
     (work / METADATA_FILE).write_bytes(text)
-    (work / DATA_FILE).write_text(data_assembly(built.plan.constant_bytes, len(text)))
+    sizes = library.plan_sizes(meta["plan"], len(text))
+    (work / DATA_FILE).write_text(data_assembly(built.plan.constant_bytes, len(text), sizes))
     return [DATA_FILE]
 
 
@@ -265,6 +275,9 @@ def _run_pack_jobs(built: Any, cc: Sequence[str], objects: Sequence[str], work: 
 
 
 def check_output_path(path: str | os.PathLike[str]) -> Path:
+    if not isinstance(path, (str, os.PathLike)):
+        raise ArgumentError(f"export_library: the output path must be a str or Path, got "
+                            f"{type(path).__name__} {path!r}")
     out = Path(path)
     if out.is_dir():
         raise ArgumentError(f"export_library: '{out}' is a directory; expected a file path "
@@ -273,6 +286,9 @@ def check_output_path(path: str | os.PathLike[str]) -> Path:
 
 
 def check_output_directory(directory: str | os.PathLike[str]) -> Path:
+    if not isinstance(directory, (str, os.PathLike)):
+        raise ArgumentError(f"export_objects: the directory must be a str or Path, got "
+                            f"{type(directory).__name__} {directory!r}")
     root = Path(directory)
     if root.exists() and not root.is_dir():
         raise ArgumentError(f"export_objects: '{root}' exists and is not a directory")
@@ -293,6 +309,7 @@ def write_library(built: Any, target: Target, cc: Sequence[str], out: Path) -> P
         os.close(fd)
         try:
             _link(cc, Path(temp).resolve(), files, work)
+            library.seal_library(temp)
             os.chmod(temp, 0o755)
             os.replace(temp, out)
         except BaseException:
@@ -307,7 +324,10 @@ def write_objects(built: Any, target: Target, root: Path) -> Path:
     files = _write_objects(built, target, root) + _write_data(built, target, root)
     command = shlex.join(link_command(["${CC:-cc}"], "model.so", files)).replace(
         "'${CC:-cc}'", "${CC:-cc}")
-    (root / "link.sh").write_text(f"#!/bin/sh\n# links model.so for {target.triple}\n"
-                                  f"cd \"$(dirname \"$0\")\" && {command}\n")
+    seal = ("${PYTHON:-python3} -c 'from ember.runtime.library import seal_library; "
+            "seal_library(\"model.so\")'")
+    (root / "link.sh").write_text(f"#!/bin/sh\n# links model.so for {target.triple}, then "
+                                  "writes its checksum (the loader refuses it without)\n"
+                                  f"cd \"$(dirname \"$0\")\" && {command} && {seal}\n")
     os.chmod(root / "link.sh", 0o755)
     return root

@@ -38,8 +38,8 @@ class GroupCode:
     temporaries: tuple[int, ...]
 
     def to_bytes(self) -> bytes:
-        launches = [[l.kernel, list(l.buffers), list(l.scalars), list(l.grid), list(l.block)]
-                    for l in self.launches]
+        launches = [[x.kernel, list(x.buffers), list(x.scalars), list(x.grid), list(x.block)]
+                    for x in self.launches]
         return json.dumps({"format": FORMAT, "bodies": self.bodies, "helpers": self.helpers,
                            "launches": launches, "temporaries": self.temporaries}).encode()
 

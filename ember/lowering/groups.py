@@ -63,6 +63,10 @@ class FusedGroup:
     def describe(self) -> str:
         return " -> ".join(n.op for n in self.nodes)
 
+    def node_names(self) -> str:
+        """The names of the group's nodes (the model's node names), for messages."""
+        return ", ".join(f"'{n.name}'" for n in self.nodes)
+
 
 def wrap_node(node: Node) -> Node:
     """A one-node Fused group around `node`."""

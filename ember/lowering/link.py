@@ -10,10 +10,13 @@ engine, so one ctypes call runs the whole model whatever its number of layers.
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Sequence
 from typing import Any
 
 from ember import dtype as dt
-from ember.errors import CodegenError
+from ember.errors import CodegenError, CorruptFileError
+from ember.runtime.elf import ET_REL, host_machine, read_elf
 from ember.runtime.library import MAIN_SYMBOL
 from ember.runtime.plan import ExecPlan, Slot
 from ember.target import Target
@@ -68,6 +71,22 @@ def emit_kernel_object(funcs: list[PrimFunc], target: Target | str = "llvm",
     return bytes(machine.emit_object(module))
 
 
+def check_kernel_object(data: bytes, symbols: Sequence[str], what: str) -> None:
+    """CorruptFileError unless `data` is a well-formed object file of this machine defining
+    every function in `symbols`: what the JIT linker is handed must not make it (or the first
+    call into a missing kernel) crash the process."""
+    if not sys.platform.startswith("linux"):
+        return  # Mach-O / COFF objects: not checked here
+    elf = read_elf(data, what)
+    machine = host_machine()
+    if elf.type != ET_REL or (machine is not None and elf.machine != machine):
+        raise CorruptFileError(f"{what}: not a relocatable object for this machine "
+                               f"(type {elf.type}, machine {elf.machine})")
+    missing = [s for s in symbols if not elf.defines(s)]
+    if missing:
+        raise CorruptFileError(f"{what}: defines no function {', '.join(missing)}")
+
+
 class LinkedModel:
     """The JIT engine holding model_main and every kernel; addresses by symbol."""
 
@@ -105,6 +124,7 @@ def link(plan: ExecPlan, objects: dict[str, bytes], target: Target | str = "llvm
     engine = llvm.create_mcjit_compiler(module, machine)
     refs = []
     for symbol in plan.symbols:
+        check_kernel_object(objects[symbol], [symbol], f"object code of kernel '{symbol}'")
         ref = llvm.ObjectFileRef.from_data(objects[symbol])
         engine.add_object_file(ref)
         refs.append(ref)

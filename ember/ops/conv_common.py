@@ -35,7 +35,10 @@ def extent(iv: object, stage: Stage | None = None) -> int:
 
 
 def pick_tile(n: int, limit: int) -> int:
-    """The largest divisor of n that is at most limit (tiles without tails)."""
+    """The largest divisor of n that is at most limit (tiles without tails); 1 for an empty
+    extent (a zero-size tensor has no tiles to fit)."""
+    if n < 1 or limit < 1:
+        return 1
     return max(d for d in range(1, min(n, limit) + 1) if n % d == 0)
 
 

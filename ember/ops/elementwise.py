@@ -184,7 +184,9 @@ def _safe_divisor(b: Expr) -> Expr:
 def _div(a: Expr, b: Expr) -> Expr:
     if a.dtype.is_float:
         return a / b
-    return Div(a, _safe_divisor(b))  # integers truncate toward zero, like C
+    # integers truncate toward zero, like C; a zero divisor gives 0 (numpy's answer)
+    zero = const_like(0, b)
+    return Select(b == zero, const_like(0, a), Div(a, _safe_divisor(b)))
 
 
 def _fmod(a: Expr, b: Expr) -> Expr:
@@ -245,7 +247,26 @@ def _sign(x: Expr) -> Expr:
     one, zero = const_like(1, x), const_like(0, x)
     if x.dtype.kind == "uint":
         return Select(x > zero, one, zero)
-    return Select(x > zero, one, Select(x < zero, -one, zero))
+    # neither > 0 nor < 0: x is 0 or (for floats) nan, and either is its own sign
+    return Select(x > zero, one, Select(x < zero, -one, x if x.dtype.is_float else zero))
+
+
+def _relu(x: Expr) -> Expr:
+    """max(x, 0) that keeps nan (as onnxruntime does): nan < 0 is false."""
+    return Select(x < const_like(0, x), const_like(0, x), x)
+
+
+def _nan_max(a: Expr, b: Expr) -> Expr:
+    """ONNX Max: nan in either operand gives nan (a plain a > b ? a : b drops a nan in a)."""
+    if not a.dtype.is_float:
+        return te.max(a, b)
+    return Select((a > b) | (a != a), a, b)
+
+
+def _nan_min(a: Expr, b: Expr) -> Expr:
+    if not a.dtype.is_float:
+        return te.min(a, b)
+    return Select((a < b) | (a != a), a, b)
 
 
 def _softplus(x: Expr) -> Expr:  # log(1 + exp(x)) without overflow
@@ -368,7 +389,7 @@ _SELU_ALPHA = 1.67326319217681884765625
 _SELU_GAMMA = 1.05070102214813232421875
 
 _UNARY: list[OpDef] = [
-    unary("Relu", lambda x: te.max(x, _zero(x)), NUMBERS),
+    unary("Relu", _relu, NUMBERS),
     unary("LeakyRelu", lambda x, a: Select(x < _zero(x), x * const_like(a["alpha"], x), x),
           FLOATS, {"alpha": 0.01}),
     unary("Elu", lambda x, a: Select(x < _zero(x), const_like(a["alpha"], x)
@@ -463,8 +484,8 @@ _NARY: list[OpDef] = [
     nary("Div", _div, NUMBERS),
     nary("Pow", _pow, "fi", inputs=("X", "Y"), same_types=1),
     nary("Mod", _mod, NUMBERS, attrs={"fmod": 0}, check=_check_mod),
-    nary("Min", te.min, NUMBERS, inputs=("data_0",), variadic=True),
-    nary("Max", te.max, NUMBERS, inputs=("data_0",), variadic=True),
+    nary("Min", _nan_min, NUMBERS, inputs=("data_0",), variadic=True),
+    nary("Max", _nan_max, NUMBERS, inputs=("data_0",), variadic=True),
     nary("Sum", lambda a, b: a + b, NUMBERS, inputs=("data_0",), variadic=True),
     nary("Equal", lambda a, b: a == b, ANY, "bool"),
     nary("Less", lambda a, b: a < b, NUMBERS, "bool"),

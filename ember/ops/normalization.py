@@ -1,5 +1,5 @@
 """Normalization ops (ONNX semantics): BatchNormalization (inference), LayerNormalization,
-InstanceNormalization, LpNormalization, MeanVarianceNormalization.
+InstanceNormalization, LpNormalization, MeanVarianceNormalization, LRN.
 
 The statistics are te reductions (mean first, then the centred variance: two passes over a
 row, which stay in cache because the generic reduction schedule computes both per row inside
@@ -18,7 +18,7 @@ from ember.ops.elementwise import FLOATS, broadcast_shape, check_kinds, const_li
 from ember.ops.generic import InjectiveKnobs, schedule_injective
 from ember.ops.knobs import Knobs
 from ember.ops.reduction import normalize_axes, normalize_axis, reduce_compute
-from ember.ops.registry import Attrs, OpDef, Pattern
+from ember.ops.registry import REQUIRED, Attrs, OpDef, Pattern
 from ember.target import Target
 from ember.te.schedule import Schedule
 from ember.te.tensor import Tensor
@@ -255,7 +255,49 @@ def _lp_norm(attrs: Attrs, tensors: Sequence[Tensor | None]) -> list[Tensor]:
                        tag="LpNormalization")]
 
 
+# ------------------------------------------------------------------------------------------
+def _infer_lrn(attrs: Attrs, types: Sequence[TensorType | None]) -> list[TensorType]:
+    (x,) = _require("LRN", types, 1)
+    check_kinds("LRN", FLOATS, x)
+    if x.ndim < 3:
+        raise ShapeError(f"LRN: input must be (N, C, D1, ...), got shape {x.shape}")
+    size = attrs["size"]
+    if not isinstance(size, int) or size < 1:
+        raise ShapeError(f"LRN: size must be a positive integer, got {size!r}")
+    return [x]
+
+
+def _lrn(attrs: Attrs, tensors: Sequence[Tensor | None]) -> list[Tensor]:
+    """y = x / (bias + alpha / size * sum of x^2 over channels c - floor((size-1)/2) ..
+    c + ceil((size-1)/2))^beta (channels outside the tensor count as 0)."""
+    x = tensors[0]
+    assert x is not None
+    shape = shape_of(x)
+    size, channels = int(attrs["size"]), shape[1]
+    before = (size - 1) // 2
+    k = te.reduce_axis((0, size), name="lrn_k")
+
+    def squares(n: Expr, c: Expr, *rest: Expr) -> Expr:
+        src = c + k.var - before
+        v = x[(n, te.max(te.min(src, channels - 1), 0), *rest)]
+        inside = te.all(src >= 0, src < channels)
+        return te.sum(te.if_then_else(inside, v * v, const_like(0.0, v)), axis=k)
+
+    total = te.compute(shape, squares, name="lrn_sqsum", tag="LRN")
+
+    def body(*i: Expr) -> Expr:
+        t = total[i]
+        scale = const_like(float(attrs["bias"]), t) + \
+            const_like(float(attrs["alpha"]) / size, t) * t
+        return x[i] / te.pow(scale, const_like(float(attrs["beta"]), t))
+
+    return [te.compute(shape, body, name="lrn", tag="LRN")]  # type: ignore[list-item]
+
+
 OPS: dict[str, OpDef] = {
+    "LRN": OpDef(
+        "LRN", ("X",), _infer_lrn, _lrn, Pattern.REDUCTION,
+        attrs={"alpha": 1e-4, "beta": 0.75, "bias": 1.0, "size": REQUIRED}),
     "BatchNormalization": OpDef(
         "BatchNormalization", ("X", "scale", "B", "input_mean", "input_var"),
         _infer_batch_norm, _batch_norm, Pattern.BROADCAST, _schedule_batch_norm,

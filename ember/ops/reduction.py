@@ -99,13 +99,20 @@ def _mean(v: Expr, n: int) -> Expr:
     return v / const_like(n, v) if v.dtype.is_float else Div(v, const_like(n, v))
 
 
+def _finite_or_zero(v: Expr) -> Expr:
+    """v where finite, else 0: shifting by an infinite maximum would give inf - inf = nan,
+    while log(sum(exp(x))) is +inf (or -inf when every x is -inf)."""
+    zero = const_like(0, v)
+    return Select((v - v) == zero, v, zero)
+
+
 def _log_sum_exp(x: Tensor, axes: tuple[int, ...], keepdims: bool) -> Tensor:
     m = reduce_compute(x, axes, True, te.max, name="lse_max")
     shape = shape_of(x)
 
     def shifted(*i: Expr) -> Expr:
         index = tuple(const(0) if d in axes else i[d] for d in range(len(shape)))
-        return te.exp(x[i] - m[index])
+        return te.exp(x[i] - _finite_or_zero(m[index]))
 
     e = te.compute(shape, shifted, name="lse_exp")
     total = reduce_compute(e, axes, keepdims, te.sum, name="lse_sum",  # type: ignore[arg-type]
@@ -117,7 +124,7 @@ def _log_sum_exp(x: Tensor, axes: tuple[int, ...], keepdims: bool) -> Tensor:
         else:
             kept = iter(i)
             index = tuple(const(0) if d in axes else next(kept) for d in range(len(shape)))
-        return te.log(total[i]) + m[index]
+        return te.log(total[i]) + _finite_or_zero(m[index])
 
     return te.compute(shape_of(total), result, name="reducelogsumexp",  # type: ignore
                       tag="ReduceLogSumExp")
@@ -146,6 +153,9 @@ def reduce_op(name: str) -> OpDef:
         x = types[0]
         assert x is not None
         check_kinds(name, kinds, x)
+        for flag in ("keepdims", "noop_with_empty_axes"):
+            if attrs[flag] not in (0, 1, True, False):
+                raise UnsupportedOpError(f"{name}: {flag} must be 0 or 1, got {attrs[flag]!r}")
         axes = _reduce_axes(attrs, x.ndim, name)
         if axes is None:
             return [x]

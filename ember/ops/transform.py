@@ -12,7 +12,11 @@ Conventions shared by every op here:
   floats. ConstantOfShape.value and OneHot.values keep their dtype when given as numpy arrays
   (OneHot.values is an ordinary tensor input, so it keeps its dtype anyway).
 - Indices read at run time (Gather, GatherElements, GatherND, OneHot, Scatter*) wrap once when
-  negative and are clamped into range, so a bad index never reads outside the buffer.
+  negative. An index still outside [0, dim) never touches memory out of bounds (the load is
+  clamped) and never yields a plausible element: Gather* give nan for floating data, the
+  dtype's minimum for signed integers (maximum for unsigned) and False for bools
+  (`out_of_range_value`); Scatter* drop that update. ONNX leaves the result undefined;
+  onnxruntime raises an error.
 """
 
 from __future__ import annotations
@@ -83,6 +87,26 @@ def wrap_index(idx: Expr, dim: int) -> Expr:
     """A run-time index: negative counts from the end; clamped into [0, dim - 1]."""
     idx = tir.Select(idx < 0, idx + dim, idx)
     return te.max(te.min(idx, max(dim - 1, 0)), 0)
+
+
+def index_in_range(idx: Expr, dim: int) -> Expr:
+    """True where a run-time index is valid for a dim of `dim`: -dim <= idx < dim."""
+    return te.all(idx >= -dim, idx < dim)
+
+
+def out_of_range_value(dtype: DType) -> Expr:
+    """What a gather returns for an out-of-range index: nan, INT_MIN (UINT_MAX), False."""
+    if dtype.is_float:
+        return te.const(math.nan, dtype)
+    if dtype.is_bool:
+        return te.const(False, dtype)
+    info = np.iinfo(np.dtype(str(dtype)))
+    return te.const(int(info.max if dtype.kind == "uint" else info.min), dtype)
+
+
+def checked_gather(value: Expr, valid: list[Expr]) -> Expr:
+    """`value` (a load at clamped indices) where every index is valid, else the sentinel."""
+    return te.if_then_else(te.all(*valid), value, out_of_range_value(value.dtype))
 
 
 def keep_inputs(value: Expr, tensors: Sequence[Tensor]) -> Expr:
@@ -416,8 +440,9 @@ def _gather_body(a: Attrs, ts: list[Tensor], i: tuple[Expr, ...]) -> Expr:
     data, ind = ts[0], ts[1]
     axis = normalize_axis(a["axis"], len(data.shape), "Gather")
     q = len(ind.shape)
-    idx = wrap_index(ind[tuple(i[axis:axis + q])], shape_of(data)[axis])
-    return data[(*i[:axis], idx, *i[axis + q:])]
+    raw, dim = ind[tuple(i[axis:axis + q])], shape_of(data)[axis]
+    value = data[(*i[:axis], wrap_index(raw, dim), *i[axis + q:])]
+    return checked_gather(value, [index_in_range(raw, dim)])
 
 
 def _check_index_dtype(op: str, d: DType) -> None:
@@ -438,8 +463,10 @@ def _gather_elements_plan(a: Attrs, shapes: list[Shape], dtypes: list[DType]
 def _gather_elements_body(a: Attrs, ts: list[Tensor], i: tuple[Expr, ...]) -> Expr:
     data, ind = ts[0], ts[1]
     axis = normalize_axis(a["axis"], len(data.shape), "GatherElements")
-    idx = wrap_index(ind[i], shape_of(data)[axis])
-    return data[tuple(idx if k == axis else x for k, x in enumerate(i))]
+    raw, dim = ind[i], shape_of(data)[axis]
+    idx = wrap_index(raw, dim)
+    value = data[tuple(idx if k == axis else x for k, x in enumerate(i))]
+    return checked_gather(value, [index_in_range(raw, dim)])
 
 
 def _gather_nd_plan(a: Attrs, shapes: list[Shape], dtypes: list[DType]) -> tuple[Shape, DType]:
@@ -463,8 +490,10 @@ def _gather_nd_body(a: Attrs, ts: list[Tensor], i: tuple[Expr, ...]) -> Expr:
     dshape, ishape = shape_of(data), shape_of(ind)
     b, k, q = int(a["batch_dims"]), ishape[-1], len(ishape)
     lead = i[:q - 1]
-    picked = [wrap_index(ind[(*lead, te.const(j))], dshape[b + j]) for j in range(k)]
-    return data[(*i[:b], *picked, *i[q - 1:])]
+    raws = [ind[(*lead, te.const(j))] for j in range(k)]
+    picked = [wrap_index(r, dshape[b + j]) for j, r in enumerate(raws)]
+    value = data[(*i[:b], *picked, *i[q - 1:])]
+    return checked_gather(value, [index_in_range(r, dshape[b + j]) for j, r in enumerate(raws)])
 
 
 # ------------------------------------------------------------------------------------------
@@ -530,6 +559,9 @@ def _scatter_compute(op: str) -> Callable[[Attrs, Sequence[Tensor | None]], list
                 def target(v: list[Expr]) -> list[Expr]:
                     idx = wrap_index(index.load(*v), dshape[axis])
                     return [idx if k == axis else x for k, x in enumerate(v)]
+
+                def valid(v: list[Expr]) -> Expr:
+                    return index_in_range(index.load(*v), dshape[axis])
                 shape = ishape
             else:
                 k = ishape[-1]
@@ -539,11 +571,18 @@ def _scatter_compute(op: str) -> Callable[[Attrs, Sequence[Tensor | None]], list
                     picked = [wrap_index(index.load(*lead, te.const(j)), dshape[j])
                               for j in range(k)]
                     return [*picked, *v[len(ishape) - 1:]]
+
+                def valid(v: list[Expr]) -> Expr:
+                    lead = v[:len(ishape) - 1]
+                    return te.all(*[index_in_range(index.load(*lead, te.const(j)), dshape[j])
+                                    for j in range(k)])
                 shape = ushape
 
             def store(v: list[Expr]) -> tir.Stmt:
                 dst = tuple(target(v))
-                return tir.Store(out, combine(out.load(*dst), update.load(*v)), dst)
+                # an update whose index is out of range is dropped, not clamped onto a row
+                return tir.IfThenElse(valid(v), tir.Store(
+                    out, combine(out.load(*dst), update.load(*v)), dst))
             return tir.seq(copy, _loop_nest(shape, "u", store))
 
         out = te.extern(dshape, [data, ind, upd], fbody, name=op.lower(), dtype=data.dtype)

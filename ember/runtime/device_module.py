@@ -10,7 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-import numpy as np
 
 from ember.errors import ArgumentError
 from ember.runtime.module import Param, check_argument

@@ -21,7 +21,7 @@ import numpy as np
 
 from ember.errors import EmberError
 from ember.runtime.library import (ALIGN, MAIN_SYMBOL, aligned_bytes, check_inputs, median_seconds,
-                                   slot_value)
+                                   output_array, slot_value)
 from ember.runtime.plan import ExecPlan, Slot, TensorSpec
 
 __all__ = ["ALIGN", "CompiledModel", "ProfileTable", "aligned_bytes"]
@@ -140,7 +140,7 @@ class CompiledModel:
     def run(self, inputs: Mapping[str, Any] | Sequence[Any]) -> list[np.ndarray]:
         """Outputs in graph-output order for inputs given by name (dict) or position (list)."""
         arrays = self.check_inputs(inputs)
-        outputs = [np.empty(s.shape, s.dtype) for s in self.plan.outputs]
+        outputs = [output_array(s.shape, s.dtype) for s in self.plan.outputs]
         pointers = [a.ctypes.data for a in arrays] + [o.ctypes.data for o in outputs]
         with self._lock:
             status = self._main(*pointers, *self._tail)
@@ -165,7 +165,7 @@ class CompiledModel:
                      ) -> tuple[list[tuple[Any, tuple[int, ...]]], list[Any]]:
         """Each group's kernel as a ctypes function with its pre-bound pointer arguments."""
         arrays = self.check_inputs(inputs)
-        outputs = [np.empty(s.shape, s.dtype) for s in self.plan.outputs]
+        outputs = [output_array(s.shape, s.dtype) for s in self.plan.outputs]
         bases = {"workspace": self._workspace.ctypes.data,
                  "constants": self._constants.ctypes.data}
 

@@ -24,11 +24,15 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ember.errors import ArgumentError, EmberError
+from ember.errors import ArgumentError, CorruptFileError, EmberError
 from ember.runtime import cpu
-from ember.runtime.threadpool import default_num_threads  # plain Python: no compiler
+from ember.runtime.elf import ET_DYN, read_elf
+from ember.runtime.threadpool import (  # plain Python: no compiler
+    check_thread_count,
+    default_num_threads,
+)
 
-FORMAT = "ember-library-1"
+FORMAT = "ember-library-2"
 MAIN_SYMBOL = "model_main"
 CONSTANTS_SYMBOL = "ember_constants"
 METADATA_SYMBOL = "ember_metadata"
@@ -36,6 +40,9 @@ METADATA_SIZE_SYMBOL = "ember_metadata_size"
 SET_THREADS_SYMBOL = "ember_set_num_threads"
 GET_THREADS_SYMBOL = "ember_get_num_threads"
 RESET_SYMBOL = "ember_reset_after_fork"
+CHECKSUM_SYMBOL = "ember_checksum"      # "EMBERSUM" + SHA-256 of the file, these 32 zeroed
+SIZES_SYMBOL = "ember_plan_sizes"       # uint64s the code was compiled for, see plan_sizes
+CHECKSUM_MAGIC = b"EMBERSUM"
 RUN_SYMBOL = "ember_model_run"       # model_main(args[0], args[1], ...) for C callers
 ARITY_SYMBOL = "ember_model_arity"   # int32: how many pointers ember_model_run reads
 REQUIRED_SYMBOLS = (MAIN_SYMBOL, CONSTANTS_SYMBOL, SET_THREADS_SYMBOL, GET_THREADS_SYMBOL,
@@ -59,9 +66,44 @@ class TensorInfo(NamedTuple):
 
 
 # shared with CompiledModel ----------------------------------------------------------------
+def guard_pages() -> bool:
+    """EMBER_GUARD_PAGES=1: workspace, outputs and input copies end at an inaccessible page,
+    so a kernel reading or writing past a buffer faults at once (for tests and fuzzing)."""
+    return os.environ.get("EMBER_GUARD_PAGES", "").strip().lower() in ("1", "true", "yes")
+
+
+def guarded_bytes(size: int) -> np.ndarray:
+    """A zeroed, 64-byte aligned uint8 array of `size` bytes that ends within 63 bytes of a
+    PROT_NONE page (and has another before it)."""
+    import mmap
+
+    page = mmap.PAGESIZE
+    body = -(-max(1, size) // page) * page
+    region = mmap.mmap(-1, body + 2 * page)
+    base = ctypes.addressof(ctypes.c_char.from_buffer(region))
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    for at in (base, base + page + body):
+        if libc.mprotect(ctypes.c_void_p(at), page, 0) != 0:  # PROT_NONE
+            raise EmberError(f"EMBER_GUARD_PAGES: mprotect failed (errno "
+                             f"{ctypes.get_errno()})")
+    start = page + body - (-(-max(1, size) // ALIGN) * ALIGN)
+    return np.frombuffer(region, np.uint8, count=max(1, size), offset=start)
+
+
+def output_array(shape: Sequence[int], dtype: str) -> np.ndarray:
+    """An uninitialized output array (guarded under EMBER_GUARD_PAGES)."""
+    if not guard_pages():
+        return np.empty(shape, dtype)
+    nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+    return guarded_bytes(nbytes)[:nbytes].view(dtype).reshape(shape)
+
+
 def aligned_bytes(size: int, zero: bool = True) -> np.ndarray:
     """A uint8 array of `size` bytes (at least 1, zeroed unless `zero` is False) whose data
     is 64-byte aligned."""
+    if guard_pages():
+        return guarded_bytes(size)
     raw = (np.zeros if zero else np.empty)(max(1, size) + ALIGN, np.uint8)
     start = (-raw.ctypes.data) % ALIGN
     return raw[start:start + max(1, size)]
@@ -82,6 +124,10 @@ def check_inputs(model: str, specs: Sequence[Any],
                 + ("; " if unknown and missing else "")
                 + (f"missing: {missing}" if missing else ""))
         arrays = [inputs[n] for n in names]
+    elif isinstance(inputs, (str, bytes)) or not isinstance(inputs, (Sequence, np.ndarray)):
+        raise ArgumentError(f"model '{model}': expected the inputs as a dict (name -> array) or "
+                            f"a list of arrays in the order {names}, got "
+                            f"{type(inputs).__name__}")
     else:
         arrays = list(inputs)
         if len(arrays) != len(specs):
@@ -92,7 +138,12 @@ def check_inputs(model: str, specs: Sequence[Any],
         want = np.dtype(spec.dtype)
         if not isinstance(array, np.ndarray):
             if np.isscalar(array) or isinstance(array, (list, tuple)):
-                array = np.asarray(array, dtype=want)
+                try:
+                    array = np.asarray(array, dtype=want)
+                except (ValueError, TypeError, OverflowError) as error:
+                    raise ArgumentError(f"input '{spec.name}': cannot convert the given "
+                                        f"{type(array).__name__} to {spec.dtype}: "
+                                        f"{error}") from None
             else:
                 raise ArgumentError(f"input '{spec.name}': expected a numpy array, got "
                                     f"{type(array).__name__}")
@@ -102,6 +153,10 @@ def check_inputs(model: str, specs: Sequence[Any],
         if tuple(array.shape) != tuple(spec.shape):
             raise ArgumentError(f"input '{spec.name}': expected shape {tuple(spec.shape)}, "
                                 f"got {tuple(array.shape)}")
+        if guard_pages():
+            copy = output_array(array.shape, spec.dtype)
+            copy[...] = array
+            array = copy
         checked.append(np.ascontiguousarray(array))
     return checked
 
@@ -136,6 +191,16 @@ def median_seconds(run: Callable[[], Any], repeat: int = 10, warmup: int = 1) ->
 def _check_elf(path: Path) -> None:
     """Reject what is not an ELF shared object, or is cut short, before dlopen maps it (a
     segment past the end of the file would fault on first touch)."""
+    try:
+        _check_elf_headers(path)
+    except EmberError:
+        raise
+    except (struct.error, OSError, ValueError, OverflowError) as error:
+        raise CorruptFileError(f"'{path}' is damaged: its ELF headers are cut short or point "
+                               f"outside the file ({error})") from None
+
+
+def _check_elf_headers(path: Path) -> None:
     size = path.stat().st_size
     with path.open("rb") as file:
         head = file.read(64)
@@ -224,6 +289,118 @@ def _read_metadata(lib: ctypes.CDLL, path: Path) -> dict[str, Any]:
     return meta
 
 
+def plan_sizes(plan: Mapping[str, Any], metadata_bytes: int) -> list[int]:
+    """What the exporter records beside the code and the loader compares with the metadata:
+    workspace, constant and metadata bytes, input and output counts, then each input's and
+    output's bytes. A metadata edit that disagrees would let kernels write past buffers."""
+    def nbytes(spec: Mapping[str, Any]) -> int:
+        return int(np.prod(spec["shape"], dtype=np.int64)) * np.dtype(spec["dtype"]).itemsize
+
+    return [int(plan["workspace_bytes"]), int(plan["constant_bytes"]), metadata_bytes,
+            len(plan["inputs"]), len(plan["outputs"]),
+            *(nbytes(s) for s in plan["inputs"]), *(nbytes(s) for s in plan["outputs"])]
+
+
+def library_digest(data: bytes | memoryview, offset: int) -> bytes:
+    """SHA-256 of a library file with the 32 digest bytes after the magic at `offset` zeroed:
+    it covers the code, the constants and the metadata alike."""
+    import hashlib
+
+    view = memoryview(data)
+    start = offset + len(CHECKSUM_MAGIC)
+    digest = hashlib.sha256(view[:start])
+    digest.update(bytes(32))
+    digest.update(view[start + 32:])
+    return digest.digest()
+
+
+def _checksum_offset(data: bytes, what: str) -> int:
+    elf = read_elf(data, what)
+    if elf.type != ET_DYN:
+        raise ArgumentError(f"{what} is not an ember library (not a shared object)")
+    if CHECKSUM_SYMBOL not in elf.symbols:
+        raise ArgumentError(f"{what} is not an ember library: no '{CHECKSUM_SYMBOL}' symbol "
+                            "(not exported by ember, or by a version before checksums)")
+    offset, size = elf.file_range(CHECKSUM_SYMBOL)
+    if size != len(CHECKSUM_MAGIC) + 32 or data[offset:offset + 8] != CHECKSUM_MAGIC:
+        raise CorruptFileError(f"{what} is damaged: its checksum record is not intact")
+    return offset
+
+
+def seal_library(path: str | os.PathLike[str]) -> None:
+    """Write the checksum into a freshly linked library (export does this; a library linked
+    on the target by link.sh is sealed by the same call)."""
+    file = Path(path)
+    data = file.read_bytes()
+    offset = _checksum_offset(data, f"'{file}'")
+    with file.open("r+b") as out:
+        out.seek(offset + len(CHECKSUM_MAGIC))
+        out.write(library_digest(data, offset))
+
+
+def verify_library(path: Path) -> None:
+    """CorruptFileError unless the file's checksum matches its content."""
+    data = path.read_bytes()
+    offset = _checksum_offset(data, f"'{path}'")
+    stored = data[offset + len(CHECKSUM_MAGIC):offset + len(CHECKSUM_MAGIC) + 32]
+    if stored == bytes(32):
+        raise CorruptFileError(f"'{path}' was never sealed: after linking it on the target, "
+                               "run ember.runtime.library.seal_library on it (link.sh does)")
+    if library_digest(data, offset) != stored:
+        raise CorruptFileError(f"'{path}' is damaged: its checksum does not match its content "
+                               "(code, constants or metadata changed since it was exported); "
+                               "export the model again")
+
+
+def _check_plan(meta: dict[str, Any], lib: ctypes.CDLL, metadata_bytes: int, path: Path) -> None:
+    """The plan's fields have the types the loader relies on, its slots lie inside their
+    buffers, and its sizes are the ones the code was exported with."""
+    plan = meta.get("plan")
+    try:
+        specs = [*plan["inputs"], *plan["outputs"]]
+        for spec in specs:
+            if (not isinstance(spec["name"], str) or not isinstance(spec["shape"], list)
+                    or not all(isinstance(d, int) and d >= 0 for d in spec["shape"])):
+                raise TypeError(f"tensor entry {spec!r}")
+            np.dtype(spec["dtype"])
+        if not isinstance(plan["name"], str):
+            raise TypeError("plan name")
+        sizes = plan_sizes(plan, metadata_bytes)
+        sources = plan["output_sources"]
+        if not isinstance(sources, list) or len(sources) != len(plan["outputs"]):
+            raise TypeError("output_sources")
+        for source, spec in zip(sources, plan["outputs"]):
+            _check_source(source, spec, plan)
+    except (KeyError, TypeError, ValueError, IndexError) as error:
+        raise CorruptFileError(f"'{path}': its metadata is not a valid plan ({type(error).__name__}"
+                               f": {error})") from None
+    try:
+        recorded = ctypes.c_uint64 * len(sizes)
+        code_sizes = list(recorded.in_dll(lib, SIZES_SYMBOL))
+    except ValueError:
+        raise CorruptFileError(f"'{path}': no '{SIZES_SYMBOL}' symbol") from None
+    if code_sizes != sizes:
+        raise CorruptFileError(f"'{path}': its metadata says sizes {sizes} (workspace, "
+                               f"constants, metadata, counts, tensor bytes) but its code was "
+                               f"exported for {code_sizes}; export the model again")
+
+
+def _check_source(source: Any, spec: Mapping[str, Any], plan: Mapping[str, Any]) -> None:
+    kind, index = source["kind"], source["index"]
+    if not isinstance(index, int) or index < 0:
+        raise ValueError(f"output source {source!r}")
+    nbytes = int(np.prod(spec["shape"], dtype=np.int64)) * np.dtype(spec["dtype"]).itemsize
+    if kind in ("input", "output"):
+        other = plan[kind + "s"][index]
+        if other["shape"] != spec["shape"] or other["dtype"] != spec["dtype"]:
+            raise ValueError(f"output source {source!r} does not match its output")
+    elif kind in ("workspace", "constant"):
+        if index + nbytes > int(plan[kind + "_bytes"]):
+            raise ValueError(f"output source {source!r} lies past the end of the {kind}")
+    else:
+        raise ValueError(f"output source kind {kind!r}")
+
+
 def load_library(path: str | os.PathLike[str]) -> LibraryModel:
     """The model in the shared library `path` written by `ember.export_library`."""
     return LibraryModel(path)
@@ -237,6 +414,7 @@ class LibraryModel:
         if not self.path.is_file():
             raise ArgumentError(f"model library '{path}' does not exist")
         _check_elf(self.path)
+        verify_library(self.path)  # before dlopen maps (and runs initializers of) its code
         try:
             self._lib = ctypes.CDLL(str(self.path))
         except OSError as error:
@@ -246,6 +424,7 @@ class LibraryModel:
         check_cpu_features(self.path, self.metadata)  # before any of its code runs
         for name in REQUIRED_SYMBOLS:
             _symbol(self._lib, name, self.path)
+        _check_plan(self.metadata, self._lib, self._metadata_size(), self.path)
         plan = self.metadata["plan"]
         self.name: str = plan["name"]
         self.target: str = self.metadata.get("target", "")
@@ -276,6 +455,9 @@ class LibraryModel:
         self._lock = threading.Lock()
         self.set_num_threads(default_num_threads())
 
+    def _metadata_size(self) -> int:
+        return int(ctypes.c_uint64.in_dll(self._lib, METADATA_SIZE_SYMBOL).value)
+
     # names -------------------------------------------------------------------------------
     @property
     def input_names(self) -> list[str]:
@@ -298,10 +480,7 @@ class LibraryModel:
     # threads -----------------------------------------------------------------------------
     def set_num_threads(self, count: int) -> None:
         """Use at most `count` threads in this library's parallel loops (1 = serially)."""
-        if not isinstance(count, int) or count < 1:
-            raise ArgumentError(f"set_num_threads: expected a positive thread count, got "
-                                f"{count!r}")
-        self._set_threads(count)
+        self._set_threads(check_thread_count(count))
 
     @property
     def num_threads(self) -> int:
@@ -315,7 +494,7 @@ class LibraryModel:
     def run(self, inputs: Mapping[str, Any] | Sequence[Any]) -> list[np.ndarray]:
         """Outputs in model-output order for inputs given by name (dict) or position (list)."""
         arrays = self.check_inputs(inputs)
-        outputs = [np.empty(s.shape, s.dtype) for s in self.outputs]
+        outputs = [output_array(s.shape, s.dtype) for s in self.outputs]
         pointers = [a.ctypes.data for a in arrays] + [o.ctypes.data for o in outputs]
         with self._lock:
             status = self._main(*pointers, *self._tail)

@@ -23,10 +23,11 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import numbers
 import os
 import platform
 
-from ember.errors import EmberError
+from ember.errors import ArgumentError, EmberError
 from ember.runtime import cpu
 
 NUM_THREADS_SYMBOL = "ember_num_threads"
@@ -44,14 +45,31 @@ DEFAULT_SPIN = 30000
 JOIN_SPIN = 5000
 
 
+# the pool's IR keeps 256 worker handles; a team is the launcher plus at most that many
+MAX_THREADS = 257
+
+
+def check_thread_count(count: object, where: str = "set_num_threads") -> int:
+    """`count` as a thread count in [1, MAX_THREADS]; bools, floats and the like are refused
+    (True would silently mean 1 and 1 << 40 would wrap in the pool's int32)."""
+    if isinstance(count, bool) or not isinstance(count, numbers.Integral):
+        raise ArgumentError(f"{where}: expected an int thread count, got "
+                            f"{type(count).__name__} {count!r}")
+    if not 1 <= int(count) <= MAX_THREADS:
+        raise ArgumentError(f"{where}: expected a positive thread count in [1, {MAX_THREADS}], "
+                            f"got {int(count)}")
+    return int(count)
+
+
 def default_num_threads() -> int:
     """EMBER_NUM_THREADS if set, else the number of cores this process may run on."""
     text = os.environ.get("EMBER_NUM_THREADS", "").strip()
     if text:
-        if not text.isdigit() or int(text) < 1:
-            raise EmberError(f"EMBER_NUM_THREADS must be a positive integer, got {text!r}")
+        if not text.isdigit() or not 1 <= int(text) <= MAX_THREADS:
+            raise EmberError(f"EMBER_NUM_THREADS must be a positive integer in [1, {MAX_THREADS}], "
+                             f"got {text!r}")
         return int(text)
-    return len(os.sched_getaffinity(0))
+    return min(len(os.sched_getaffinity(0)), MAX_THREADS)
 
 
 def pin_workers() -> bool:
@@ -100,9 +118,7 @@ def num_threads() -> int:
 
 def set_num_threads(count: int) -> None:
     """Use at most `count` threads in parallel loops from now on (1 = run serially)."""
-    if count < 1:
-        raise EmberError(f"set_num_threads: expected a positive thread count, got {count}")
-    _num_threads.value = count
+    _num_threads.value = check_thread_count(count)
 
 
 def num_threads_address() -> int:

@@ -21,7 +21,10 @@ class _Inline(Mutator):
             unchanged = all(a is b for a, b in zip(indices, node.indices))
             return node if unchanged else TensorLoad(node.tensor, indices)
         op, body = entry
-        mapping = {iv.var: idx for iv, idx in zip(op.axis, indices)}
+        # an index computed from loaded data (a Gather's int64 indices) takes the dtype of the
+        # axis variable it replaces, so the producer's index arithmetic stays one width
+        mapping = {iv.var: idx if idx.dtype == iv.var.dtype else idx.astype(iv.var.dtype)
+                   for iv, idx in zip(op.axis, indices)}
         return substitute(body[node.tensor.value_index], mapping)  # type: ignore[no-any-return]
 
 

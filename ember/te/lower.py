@@ -255,8 +255,7 @@ class _Lowering:
         init_parts = []
         for buf, init in zip(outputs, op.init):
             ivs = [Var(f"{op.name}_init{d}") for d in range(len(init.shape))]
-            in_buf, in_off = self.buffer_of(init)
-            value = Load(in_buf, tuple(v - o for v, o in zip(ivs, in_off)))
+            value = self._scan_init(init, ivs)
             stmt: Stmt = Store(buf, value, tuple(ivs))
             for v, extent in reversed(list(zip(ivs, init.shape))):
                 stmt = For(v, const(0), extent, ForKind.SERIAL, stmt)
@@ -269,6 +268,18 @@ class _Lowering:
         main = self._nest(stage, stage.leaf_iter_vars,
                           self._guarded(bounds.guards, stores, stage), True)
         return seq(*init_parts, main)
+
+    def _scan_init(self, init: Tensor, ivs: Sequence[Var]) -> Expr:
+        """The initial state at `ivs`: a load, or the init's own body where it was inlined
+        (a zero state folded to a constant broadcast has no buffer of its own)."""
+        init_stage = self.schedule[init.op] if self._in_schedule(init) else None
+        if init_stage is not None and init_stage.attach == Attach.INLINE and \
+                isinstance(init_stage.op, ComputeOp):
+            body = self.bodies[init_stage][init.value_index]
+            mapping = {iv.var: v for iv, v in zip(init_stage.op.axis, ivs)}
+            return self.to_tir(substitute(body, mapping), {})
+        in_buf, in_off = self.buffer_of(init)
+        return Load(in_buf, tuple(v - o for v, o in zip(ivs, in_off)))
 
     def _build_extern(self, stage: Stage, op: ExternOp) -> Stmt:
         mapping: dict[int, Buffer] = {}

@@ -102,6 +102,12 @@ def _shape(shape: Sequence[ExprLike] | ExprLike) -> tuple[Expr, ...]:
             raise ShapeError(f"shape {tuple(shape)!r}: every dimension must be a non-negative "
                              f"integer constant, got {s!r}")
         out.append(const(e.value, "int32"))
+    size = 1
+    for e in out:
+        size *= e.value  # type: ignore[attr-defined]
+    if size > 2**31 - 1:  # loop variables and flat indices are int32
+        raise ShapeError(f"shape {tuple(shape)!r} has {size} elements; tensors of at most "
+                         f"{2**31 - 1} elements are supported (32-bit indices)")
     return tuple(out)
 
 

@@ -312,18 +312,8 @@ EXPECTED_FAILURES: dict[str, tuple[str, ...]] = {
         'test_gridsample_zeros_padding',
     ),
     'op QuantizeLinear not supported': (
-        'test_dynamicquantizelinear',
-        'test_dynamicquantizelinear_expanded',
-        'test_dynamicquantizelinear_max_adjusted',
-        'test_dynamicquantizelinear_max_adjusted_expanded',
-        'test_dynamicquantizelinear_min_adjusted',
-        'test_dynamicquantizelinear_min_adjusted_expanded',
-        'test_quantizelinear_axis',
         'test_quantizelinear_blocked_asymmetric',
         'test_quantizelinear_blocked_symmetric',
-        'test_quantizelinear',
-        'test_quantizelinear_int16',
-        'test_quantizelinear_uint16',
     ),
     'operators of domain ai.onnx.preview are not supported': (
         'test_flexattention_causal_mask',
@@ -362,18 +352,6 @@ EXPECTED_FAILURES: dict[str, tuple[str, ...]] = {
         'test_dft_rfft',
         'test_dft_rfft_opset19',
     ),
-    'op NonMaxSuppression not supported': (
-        'test_nonmaxsuppression_center_point_box_format',
-        'test_nonmaxsuppression_flipped_coordinates',
-        'test_nonmaxsuppression_identical_boxes',
-        'test_nonmaxsuppression_iou_threshold_boundary',
-        'test_nonmaxsuppression_limit_output_size',
-        'test_nonmaxsuppression_single_box',
-        'test_nonmaxsuppression_suppress_by_IOU_and_scores',
-        'test_nonmaxsuppression_suppress_by_IOU',
-        'test_nonmaxsuppression_two_batches',
-        'test_nonmaxsuppression_two_classes',
-    ),
     'op ImageDecoder not supported': (
         'test_image_decoder_decode_bmp_rgb',
         'test_image_decoder_decode_jpeg2k_rgb',
@@ -384,16 +362,6 @@ EXPECTED_FAILURES: dict[str, tuple[str, ...]] = {
         'test_image_decoder_decode_pnm_rgb',
         'test_image_decoder_decode_tiff_rgb',
         'test_image_decoder_decode_webp_rgb',
-    ),
-    'op QLinearMatMul not supported': (
-        'test_qlinearmatmul_2D_int8_float16',
-        'test_qlinearmatmul_2D_int8_float32',
-        'test_qlinearmatmul_2D_uint8_float16',
-        'test_qlinearmatmul_2D_uint8_float32',
-        'test_qlinearmatmul_3D_int8_float16',
-        'test_qlinearmatmul_3D_int8_float32',
-        'test_qlinearmatmul_3D_uint8_float16',
-        'test_qlinearmatmul_3D_uint8_float32',
     ),
     'training mode is not supported (inference only)': (
         'test_batchnorm_epsilon_training_mode',
@@ -455,11 +423,7 @@ EXPECTED_FAILURES: dict[str, tuple[str, ...]] = {
         'test_col2im_strides',
     ),
     'op DequantizeLinear not supported': (
-        'test_dequantizelinear_axis',
         'test_dequantizelinear_blocked',
-        'test_dequantizelinear',
-        'test_dequantizelinear_int16',
-        'test_dequantizelinear_uint16',
     ),
     "UnsupportedModelError: | node 'resize_0' (Resize): Resize: antialias=1 is not supported": (
         'test_resize_downsample_scales_cubic_antialias',
@@ -553,17 +517,9 @@ EXPECTED_FAILURES: dict[str, tuple[str, ...]] = {
         'test_atanh',
         'test_atanh_example',
     ),
-    'op ConvInteger not supported': (
-        'test_convinteger_with_padding',
-        'test_convinteger_without_padding',
-    ),
     'op Det not supported': (
         'test_det_2d',
         'test_det_nd',
-    ),
-    'op LRN not supported': (
-        'test_lrn',
-        'test_lrn_default',
     ),
     'op MaxUnpool not supported': (
         'test_maxunpool_export_with_output_shape',
@@ -592,19 +548,10 @@ EXPECTED_FAILURES: dict[str, tuple[str, ...]] = {
         'test_attention_4d_causal_fp16',
         'test_attention_4d_causal_fp16_expanded',
     ),
-    'op MatMulInteger not supported': (
-        'test_matmulinteger',
-    ),
     'op MelWeightMatrix not supported': (
         'test_melweightmatrix',
     ),
-    'op NonZero not supported': (
-        'test_nonzero_example',
-    ),
     'op OptionalGetElement not supported': (
         'test_optional_get_element_tensor',
-    ),
-    'op QLinearConv not supported': (
-        'test_qlinearconv',
     ),
 }

@@ -130,7 +130,7 @@ def test_if_with_constant_condition_is_inlined():
     assert ops_of(graph) == ["Abs"]
 
 
-def test_if_with_run_time_condition_selects_between_branches():
+def test_if_with_run_time_condition_compiles_the_taken_branch_only():
     then_graph = helper.make_graph([helper.make_node("Neg", ["x"], ["t"])], "then", [],
                                    [tensor("t", [3])])
     else_graph = helper.make_graph([helper.make_node("Mul", ["x", "x"], ["e"])], "else", [],
@@ -139,13 +139,16 @@ def test_if_with_run_time_condition_selects_between_branches():
                               else_branch=else_graph)]
     model = make_model(nodes, [tensor("cond", [1], TensorProto.BOOL), tensor("x", [3])],
                        [tensor("y", [3])])
-    graph = from_onnx(model)
-    assert ops_of(graph)[-1] == "Where"
-    compiled = ember.compile(graph)
+    with pytest.raises(UnsupportedModelError, match="input 'cond' must be a constant") as info:
+        from_onnx(model)
+    assert info.value.dynamic_values == {"cond"}
+    compiled = ember.compile(model)           # decided at run time, per condition value
     x = np.array([1.0, -2.0, 3.0], np.float32)
-    for cond in (True, False):
+    for cond in (True, False, True):
         (got,) = compiled.run([np.array([cond]), x])
         np.testing.assert_array_equal(got, -x if cond else x * x)
+    mains = [s.program.graph for s in compiled._steps.values() if not s.names]
+    assert sorted(ops_of(g)[-1] for g in mains) == ["Mul", "Neg"]   # one branch each
 
 
 def test_schema_function_is_expanded(monkeypatch):

@@ -165,7 +165,8 @@ def test_scatter_elements(reduction):
         idx = np.array([[0, 1, 2, 3, -4], [1, 2, 3, 0, 2], [2, 3, 0, 1, 1]], "int64")
     upd = rand(3, 5)
     check_op("ScatterElements", [x, idx, upd], {"axis": 0, "reduction": reduction}, opset=18)
-    check_op("ScatterElements", [rand(5, 4, dtype="int64"), idx.T.copy(), rand(5, 3, dtype="int64")],
+    check_op("ScatterElements",
+             [rand(5, 4, dtype="int64"), idx.T.copy(), rand(5, 3, dtype="int64")],
              {"axis": -1, "reduction": reduction}, opset=18)
 
 

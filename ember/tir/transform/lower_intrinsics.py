@@ -28,7 +28,8 @@ _EXP_LO = -87.33654  # exp(x) is below the smallest normal float32 here; flushed
 # exp, tanh and sigmoid stay calls by default: the LLVM back end expands float32 vectors of
 # them itself, building 2**n from exponent bits, which TIR cannot express; the pure arithmetic
 # 2**n below is about 2x slower there. erf has no vector expansion in any back end (9x faster
-# lowered here); its inner exp stays a call unless "exp" is lowered too. Back ends without vector math can ask for ALL_NAMES.
+# lowered here); its inner exp stays a call unless "exp" is lowered too. Back ends without
+# vector math can ask for ALL_NAMES.
 DEFAULT_NAMES = ("erf", "rsqrt")
 ALL_NAMES = ("exp", "sigmoid", "tanh", "erf", "rsqrt")
 

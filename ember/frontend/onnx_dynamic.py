@@ -1,0 +1,100 @@
+"""Operators whose output shapes depend on their input values: NonZero, NonMaxSuppression.
+
+Their results are computed on the host by the numpy functions in HOST_OPS (ember's own
+implementations of ONNX's definitions): at import when the inputs are constants, else at run
+time by ember.specialize, between compiled programs, with the result bound as a constant
+of what follows (compiled once per distinct result).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from ember.errors import ShapeError
+from ember.graph.ir import Value
+
+if TYPE_CHECKING:
+    from ember.frontend.onnx import NodeContext, _Importer
+
+HostOp = Callable[[Mapping[str, Any], Sequence[np.ndarray | None]], list[np.ndarray]]
+
+
+def nonzero(attrs: Mapping[str, Any], arrays: Sequence[np.ndarray | None]) -> list[np.ndarray]:
+    """The indices of the non-zero elements, one row per dimension (row-major order)."""
+    x = arrays[0]
+    assert x is not None
+    x = np.asarray(x)
+    if x.ndim == 0:
+        return [np.zeros((0, int(x != 0)), np.int64)]
+    return [np.array(np.nonzero(x), np.int64).reshape(x.ndim, -1)]
+
+
+def non_max_suppression(attrs: Mapping[str, Any], arrays: Sequence[np.ndarray | None]
+                        ) -> list[np.ndarray]:
+    """Greedy per batch and class: boxes by descending score (scores above
+    score_threshold), each kept unless its IoU with a kept box exceeds iou_threshold, at
+    most max_output_boxes_per_class; rows (batch, class, box)."""
+    boxes, scores = np.asarray(arrays[0], np.float32), np.asarray(arrays[1], np.float32)
+    if boxes.ndim != 3 or boxes.shape[2] != 4 or scores.ndim != 3 or \
+            scores.shape[0] != boxes.shape[0] or scores.shape[2] != boxes.shape[1]:
+        raise ShapeError(f"NonMaxSuppression: boxes {boxes.shape} must be (B, N, 4) and "
+                         f"scores {scores.shape} (B, C, N)")
+
+    def scalar(index: int, default: float) -> float:
+        a = arrays[index] if index < len(arrays) else None
+        return default if a is None or np.asarray(a).size == 0 else \
+            float(np.asarray(a).reshape(-1)[0])
+
+    limit, iou_limit = int(scalar(2, 0)), scalar(3, 0.0)
+    threshold = scalar(4, -np.inf) if len(arrays) > 4 and arrays[4] is not None else None
+    corners: list[np.ndarray] = [boxes[..., i] for i in range(4)]
+    if int(attrs.get("center_point_box", 0)):       # (x centre, y centre, width, height)
+        xc, yc, w, h = corners
+        corners = [yc - h / 2, xc - w / 2, yc + h / 2, xc + w / 2]
+    y1, x1, y2, x2 = corners
+    top, bottom = np.minimum(y1, y2), np.maximum(y1, y2)
+    left, right = np.minimum(x1, x2), np.maximum(x1, x2)
+    area = (bottom - top) * (right - left)
+    selected: list[tuple[int, int, int]] = []
+    for b in range(boxes.shape[0]):
+        for c in range(scores.shape[1]):
+            s = scores[b, c]
+            order = [int(i) for i in np.argsort(-s, kind="stable")
+                     if threshold is None or s[i] > threshold]
+            kept: list[int] = []
+            for i in order:
+                if len(kept) >= limit:
+                    break
+                if all(_iou(b, i, j, top, bottom, left, right, area) <= iou_limit for j in kept):
+                    kept.append(i)
+            selected += [(b, c, i) for i in kept]
+    return [np.array(selected, np.int64).reshape(-1, 3)]
+
+
+def _iou(b: int, i: int, j: int, top: np.ndarray, bottom: np.ndarray, left: np.ndarray,
+         right: np.ndarray, area: np.ndarray) -> float:
+    h = min(bottom[b, i], bottom[b, j]) - max(top[b, i], top[b, j])
+    w = min(right[b, i], right[b, j]) - max(left[b, i], left[b, j])
+    if h <= 0 or w <= 0:
+        return 0.0
+    inter = float(h) * float(w)
+    union = float(area[b, i]) + float(area[b, j]) - inter
+    return inter / union if union > 0 else 0.0
+
+
+HOST_OPS: dict[str, HostOp] = {"NonZero": nonzero, "NonMaxSuppression": non_max_suppression}
+
+
+def convert_host_op(imp: _Importer, ctx: NodeContext) -> list[Value | None]:
+    """Constant inputs: computed now. Else its outputs are values to bind at run time."""
+    arrays = [None if v is None else imp.constant_value(v) for v in ctx.values]
+    if all(a is not None for v, a in zip(ctx.values, arrays) if v is not None):
+        results = HOST_OPS[ctx.op](ctx.attrs, arrays)
+        return [imp.constant(ctx, r, i) for i, r in enumerate(results)]
+    imp.need_output_values(ctx, next(v for v, a in zip(ctx.values, arrays)
+                                     if v is not None and a is None))
+
+
+CONVERTERS = {op: convert_host_op for op in HOST_OPS}
