@@ -46,6 +46,14 @@ _FMA: dict[str, tuple[int, int]] = {
     **dict.fromkeys(("cortex-a53", "cortex-a55", "cortex-a7", "cortex-a9"), (1, 128)),
 }
 
+# cycles from an FMA's issue to its result, where it is not 4 (most x86 cores since Skylake and
+# Zen 3, Neoverse N1 and later): a chain of dependent FMAs must be this many deep in flight
+_FMA_LATENCY: dict[str, int] = {
+    **dict.fromkeys(("haswell", "broadwell", "znver1", "znver2", "bdver4"), 5),
+    **dict.fromkeys(("cortex-a72", "cortex-a57", "cortex-a53", "cortex-a55", "cortex-a7",
+                     "cortex-a9"), 7),
+}
+
 # (L1d, L2 per core, L3 total) in KiB for a cross target (a host target reads sysfs)
 _CACHES: dict[str, tuple[int, int, int]] = {
     **dict.fromkeys(("znver4", "znver5"), (32, 1024, 32768)),
@@ -112,10 +120,25 @@ class TargetFacts:
     num_cores: int
     extensions: frozenset[str]
     source: str
+    vector_registers: int = 16       # architectural SIMD registers of `vector_bits`
+    fma_latency: int = 4             # cycles from an FMA's issue to its result
+
 
     def has(self, extension: str) -> bool:
         """True when the target has the ISA extension (an LLVM feature name, e.g. "amx-bf16")."""
         return extension in self.extensions
+
+    @property
+    def vector_fmas_per_cycle(self) -> int:
+        """Full-width (`vector_bits`) FMAs a core starts each cycle: 1 on Zen 4 (a 512-bit FMA
+        takes both 256-bit pipes), 2 on Sapphire Rapids and on AVX2 cores."""
+        return max(1, self.fma_units * self.fma_bits // self.vector_bits)
+
+    @property
+    def latency_accumulators(self) -> int:
+        """Independent accumulators that keep every FMA pipe busy: a dependent FMA can start
+        only `fma_latency` cycles after the one before it."""
+        return self.fma_latency * self.vector_fmas_per_cycle
 
     @property
     def fma_lanes_per_cycle(self) -> int:
@@ -128,7 +151,8 @@ class TargetFacts:
                 "l1d_bytes": self.l1d_bytes, "l2_bytes": self.l2_bytes,
                 "l3_bytes": self.l3_bytes, "cache_line_bytes": self.cache_line_bytes,
                 "num_cores": self.num_cores, "extensions": sorted(self.extensions),
-                "source": self.source}
+                "source": self.source, "vector_registers": self.vector_registers,
+                "fma_latency": self.fma_latency}
 
 
 def target_facts(target: Target) -> TargetFacts:
@@ -166,7 +190,21 @@ def _facts(spec: str, host: bool) -> TargetFacts:
         l1, l2, l3 = table or _ARCH_CACHES[arch]
         caches = (l1 * 1024, l2 * 1024, l3 * 1024, 64)
     return TargetFacts(cpu, arch, vector_bits, units, bits, *caches, target.num_cores,
-                       extensions, source)
+                       extensions, source, _vector_registers(target.triple, vector_bits),
+                       _FMA_LATENCY.get(cpu, 4))
+
+
+def _vector_registers(triple: str, vector_bits: int) -> int:
+    """SIMD registers of the widest kind: x86-64 has 16 (xmm/ymm) or 32 with AVX-512 (zmm),
+    32-bit x86 8; AArch64 32 (v0-v31); 32-bit ARM NEON 16 (q0-q15); others 16."""
+    arch = triple.split("-")[0]
+    if arch == "x86_64":
+        return 32 if vector_bits >= 512 else 16
+    if arch in ("i386", "i486", "i586", "i686"):
+        return 8
+    if arch.startswith(("aarch64", "arm64")):
+        return 32
+    return 16
 
 
 def _arch_family(triple: str) -> str:

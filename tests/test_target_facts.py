@@ -62,3 +62,20 @@ def test_sysfs_parsing(tmp_path):
 def test_every_table_cpu_has_consistent_facts(cpu):
     f = Target(f"llvm -mcpu={cpu}").facts
     assert f.fma_bits <= f.vector_bits and f.l2_bytes > f.l1d_bytes and f.has("fma")
+
+
+@pytest.mark.parametrize("spec, registers, latency, accumulators", [
+    ("llvm -mcpu=znver4", 32, 4, 4),               # one 512-bit FMA a cycle (two 256-bit pipes)
+    ("llvm -mcpu=sapphirerapids", 32, 4, 8),       # two 512-bit FMA pipes
+    ("llvm -mcpu=znver4 -mattr=-avx512f", 16, 4, 8),  # ymm only: 16 registers, two pipes
+    ("llvm -mcpu=skylake", 16, 4, 8),
+    ("llvm -mcpu=haswell", 16, 5, 10),
+    ("llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a72", 32, 7, 14),
+    ("llvm -mtriple=armv7a-linux-gnueabihf -mcpu=cortex-a7", 16, 7, 7),
+    ("llvm -mcpu=x86-64-v2", 16, 4, 4),
+])
+def test_register_file_and_fma_depth(spec, registers, latency, accumulators):
+    f = Target(spec).facts
+    assert (f.vector_registers, f.fma_latency, f.latency_accumulators) == (
+        registers, latency, accumulators)
+    assert f.to_dict()["vector_registers"] == registers

@@ -22,6 +22,8 @@ I32 = ir.IntType(32)
 I64 = ir.IntType(64)
 
 _CMP_OPS = {EQ: "==", NE: "!=", LT: "<", LE: "<=", GT: ">", GE: ">="}
+# integer operations without side effects or traps (division by zero is made safe)
+_PURE_SCALAR_OPS = frozenset({Add, Sub, Mul, Div, FloorDiv, FloorMod, Min, Max})
 
 
 def llvm_type(dtype: DType) -> ir.Type:
@@ -105,7 +107,71 @@ class ExprEmitter:
                                                              None)
         if method is None:
             raise CodegenError(f"the LLVM back end cannot translate {type(e).__name__}: {e}")
+        if type(e) in _PURE_SCALAR_OPS and e.dtype.lanes == 1 and not e.dtype.is_float:
+            return self._reused(e, method)
         return method(e)
+
+    # index arithmetic emitted once per basic block ----------------------------------------
+    # An unrolled register tile repeats the same address arithmetic in every copy of its
+    # body (`icb * 53824 + h % 56 * 928 + ...` in each of hundreds of loads), as separate but
+    # equal expressions. Emitting each once per block, instead of once per use, cuts the
+    # module such a kernel hands LLVM to a fraction: fewer instructions to build, print,
+    # parse and clean up again with LLVM's own CSE.
+    _cse: dict[tuple[object, ...], ir.Value]
+    _cse_block: object = None
+    _cse_keys: dict[int, tuple[Expr, tuple[object, ...] | None]] | None = None
+
+    def _reused(self, e: Expr, method: Callable[[Expr], ir.Value]) -> ir.Value:
+        """`method(e)`, or the value an equal pure integer expression already has in the
+        current block."""
+        outermost = self._cse_keys is None
+        if outermost:
+            # keys by node identity hold only while one expression tree is emitted: no
+            # variable is bound in between (the pure operations bind none)
+            self._cse_keys = {}
+        try:
+            key = self._cse_key(e)
+            if key is None:  # something impure inside (a load, a let): fresh keys below it
+                saved, self._cse_keys = self._cse_keys, None
+                try:
+                    return method(e)
+                finally:
+                    self._cse_keys = saved
+            if self.builder.block is not self._cse_block:
+                self._cse_block, self._cse = self.builder.block, {}
+            found = self._cse.get(key)
+            if found is not None:
+                return found
+            value = method(e)
+            if self.builder.block is not self._cse_block:  # the emission opened a block
+                self._cse_block, self._cse = self.builder.block, {}
+            self._cse[key] = value
+            return value
+        finally:
+            if outermost:
+                self._cse_keys = None
+
+    def _cse_key(self, e: Expr) -> tuple[object, ...] | None:
+        """A key equal for equal pure integer expressions under the current bindings (the
+        variables' values, not their names); None when `e` is not one."""
+        kind = type(e)
+        if kind is IntImm:
+            return (e.dtype, e.value)  # type: ignore[attr-defined]
+        if kind is Var:
+            value = self.vars.get(e)  # type: ignore[call-overload]
+            return None if value is None else ("var", value)
+        if kind not in _PURE_SCALAR_OPS or e.dtype.lanes != 1 or e.dtype.is_float:
+            return None
+        keys = self._cse_keys
+        assert keys is not None
+        memo = keys.get(id(e))
+        if memo is not None and memo[0] is e:
+            return memo[1]
+        a = self._cse_key(e.a)  # type: ignore[attr-defined]
+        b = self._cse_key(e.b) if a is not None else None  # type: ignore[attr-defined]
+        key = None if b is None else (kind, e.dtype, a, b)
+        keys[id(e)] = (e, key)  # holding `e` keeps its id from being reused meanwhile
+        return key
 
     # helpers ------------------------------------------------------------------------------
     def declare(self, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:

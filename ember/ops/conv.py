@@ -35,7 +35,8 @@ from ember.ops.conv_common import (
     shape_of,
     spatial_attr,
 )
-from ember.ops.generic import inline_injective, schedule_flat
+from ember.ops.budgets import column_budget, vectors
+from ember.ops.generic import inline_injective, schedule_flat, vector_lanes
 from ember.ops.knobs import Knobs, Space, Task, in_range, resolve_knobs, up_to
 from ember.ops.registry import Attrs, OpDef, Pattern
 from ember.target import Target
@@ -174,15 +175,22 @@ class ConvNCHWKnobs(Knobs):
     @classmethod
     def default(cls, task: Task) -> ConvNCHWKnobs:
         blocked, shape, _ = _conv_task(task)
+        # blocked: each output column of the tile is ob / lanes vector accumulators, so the
+        # columns are budgets.column_budget (28 of one zmm on Zen 4, 12 of one ymm on AVX2);
+        # plain: the columns are the vector, a full register (lanes) past an awkward width.
+        # Parallel granularity: also over rows when (batch x channel blocks) < threads.
+        facts = task.target.facts
+        lanes = vector_lanes(task.target, "float32")
         if blocked:
             width, ob = shape[-2], shape[-1]
-            tile = pick_tile(width, VECTOR_TILE if ob <= 16 else 14)
+            limit = min(column_budget(facts, vectors(ob, lanes)), VECTOR_TILE)
+            tile = pick_tile(width, limit)
             rows = len(shape) > 4 and shape[0] * shape[1] < task.threads
             return cls(tile, rows)
         width = shape[-1]
         tile = pick_tile(width, VECTOR_TILE)
         if tile < 4 and width > VECTOR_TILE:
-            tile = 16
+            tile = min(lanes, width)
         return cls(tile, False)
 
     def check(self, task: Task) -> None:

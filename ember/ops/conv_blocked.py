@@ -28,6 +28,7 @@ import numpy as np
 from ember import te
 from ember.errors import ScheduleError, ShapeError
 from ember.types import TensorType
+from ember.ops.budgets import accumulator_budget, depthwise_budget, narrow_budget, vectors
 from ember.ops.conv_common import extent, find_stage, pad_input, pick_tile, shape_of
 from ember.ops.generic import inline_injective, schedule_flat, vector_lanes
 from ember.ops.knobs import (
@@ -42,6 +43,7 @@ from ember.ops.knobs import (
 )
 from ember.ops.registry import REQUIRED, Attrs, OpDef, Pattern
 from ember.target import Target
+from ember.target_facts import TargetFacts
 from ember.te.schedule import Schedule, Stage
 from ember.te.tensor import Tensor
 from ember.tir.expr import Expr
@@ -51,7 +53,6 @@ ALGORITHMS = ("direct", "depthwise", "winograd")
 
 
 # -- knobs ----------------------------------------------------------------------------------
-REGISTERS = 24      # accumulators (vector registers of one channel block) a tile may use
 MAX_OW_TILE = 28    # the widest column tile the space offers
 
 
@@ -87,15 +88,26 @@ class ConvKnobs(Knobs):
 
     @classmethod
     def default(cls, task: Task) -> ConvKnobs:
+        # Register tile from the target's registers and FMA pipes (ember.ops.budgets): the
+        # accumulators fit the register budget (24 of 32 zmm, 12 of 16 ymm) and, where the
+        # width allows, are at least the FMA latency x throughput (4 on Zen 4, 8 on Sapphire
+        # Rapids and AVX2 cores) so that the pipes never wait on a dependent FMA.
+        # Parallel granularity from the thread count: rows (or columns) >= 2 per thread.
         kind, shape, tiles, lanes = _conv_task(task)
         n, ocb, oh, ow, _ = shape
+        facts = task.target.facts
+        budget = accumulator_budget(facts)
         if kind == "winograd":
-            tile = pick_tile(tiles, REGISTERS)
+            # a GEMM tile of 2x2 output tiles, one accumulator each; an awkward tile count
+            # (few divisors) takes a tail tile of twice the latency depth, within budget
+            tile = pick_tile(tiles, budget)
+            deep = min(2 * facts.latency_accumulators, budget)
             if tile < 6 < tiles:
-                tile = 8
+                tile = deep
             icb = shape_of(task.find(f"{TAG}.winograd_in").outputs[0])[1]  # type: ignore
             return cls(tile, 1, parallel_columns=n * icb < 2 * task.threads)
-        ow_tile, oc_tile = conv_tile(shape, kind == "depthwise", lanes)
+        ow_tile, oc_tile = conv_tile(shape, kind == "depthwise", lanes,
+                                     facts.vector_registers, facts.latency_accumulators)
         rows = n * -(-ocb // oc_tile) * oh
         columns = -(-ow // ow_tile)
         return cls(ow_tile, oc_tile, parallel_columns=rows < 2 * task.threads and columns > 1)
@@ -129,25 +141,36 @@ def _conv_task(task: Task) -> tuple[str, tuple[int, ...], int, int]:
 
 
 def conv_tile(out_shape: Sequence[int], depthwise: bool = False, lanes: int = 0,
-              registers: int = REGISTERS) -> tuple[int, int]:
-    """(ow_tile, oc_tile) for an output [N, OCB, OH, OW, ob]: the widest column tile that
-    divides OW within the register budget, then as many channel blocks as still fit.
+              vector_registers: int = 32, latency_accumulators: int = 4) -> tuple[int, int]:
+    """(ow_tile, oc_tile) for an output [N, OCB, OH, OW, ob] on a target with
+    `vector_registers` SIMD registers whose FMA pipes need `latency_accumulators` independent
+    accumulators: the widest column tile that divides OW within the register budget, then as
+    many channel blocks as still fit.
 
     A block narrower than the vector (ob < lanes, e.g. 1000 = 125 blocks of 8 channels) does
     half the work per FMA, so loads become the limit: there the tile maximizes FMAs per load
     over all divisors of OCB up to 8 (`_narrow_tile`)."""
+    facts = _register_facts(vector_registers, latency_accumulators)
     _, ocb, _, ow, ob = out_shape
     if not depthwise and 0 < ob < lanes:
-        return _narrow_tile(ocb, ow, NARROW_REGISTERS)
-    ow_tile = pick_tile(ow, registers if not depthwise else 16)
-    if ow_tile < 4 < ow:
-        ow_tile = min(ow, 8)  # an awkward width (a prime): tail tiles beat 1-column tiles
+        return _narrow_tile(ocb, ow, narrow_budget(facts))
+    # a block wider than the vector (8 channels on 128-bit NEON) is several registers each
+    per_block = vectors(ob, lanes) if lanes else 1
+    registers = max(1, accumulator_budget(facts) // per_block)
+    limit = registers if not depthwise else max(1, depthwise_budget(facts) // per_block)
+    ow_tile = pick_tile(ow, limit)
+    if ow_tile < latency_accumulators < ow:
+        # an awkward width (a prime): tail tiles twice the latency depth beat 1-column tiles
+        ow_tile = min(ow, 2 * latency_accumulators, limit)
     if depthwise:
         return ow_tile, 1
     return ow_tile, max(k for k in (1, 2, 4) if ocb % k == 0 and k * ow_tile <= registers)
 
 
-NARROW_REGISTERS = 25  # half-width accumulators: 25 + oc_tile weights + 1 broadcast <= 32
+def _register_facts(vector_registers: int, latency_accumulators: int) -> TargetFacts:
+    """Facts with only the register file and FMA depth set (what `conv_tile` reasons from)."""
+    return TargetFacts("", "other", 128, 1, 128, 0, 0, 0, 64, 1, frozenset(), "given",
+                       vector_registers, latency_accumulators)
 
 
 def _narrow_tile(ocb: int, ow: int, budget: int) -> tuple[int, int]:

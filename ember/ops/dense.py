@@ -23,9 +23,16 @@ from ember import dtype as dt
 from ember import te
 from ember.errors import ScheduleError, ShapeError
 from ember.types import TensorType
+from ember.ops.budgets import row_tile, vectors
 from ember.ops.conv import find_stage, pick_tile, shape_of
 from ember.ops.elementwise import broadcast_shape
-from ember.ops.generic import ReductionKnobs, inline_injective, schedule_flat, schedule_reduction
+from ember.ops.generic import (
+    ReductionKnobs,
+    inline_injective,
+    schedule_flat,
+    schedule_reduction,
+    vector_lanes,
+)
 from ember.ops.knobs import Knobs, Space, Task, in_range, only, resolve_knobs, up_to
 from ember.ops.registry import REQUIRED, Attrs, OpDef, Pattern
 from ember.target import Target
@@ -216,7 +223,6 @@ def _compute_gemm(attrs: Attrs, inputs: Sequence[Tensor | None]) -> list[Tensor]
 
 
 # -- knobs ----------------------------------------------------------------------------------
-ROW_TILE = 8     # rows of the default register tile (mr)
 MAX_ROWS = 16    # the most rows the space offers
 
 
@@ -255,9 +261,16 @@ class DenseKnobs(Knobs):
             return cls(1, 1, False)
         if kind == "dot":
             return cls(1, max(pick_tile(n, 8), 4), False)
-        rows = pick_tile(m, ROW_TILE)
-        if rows < ROW_TILE // 2 and m > ROW_TILE:
-            rows = ROW_TILE
+        # Rows of the register tile from the registers and FMA pipes (budgets.row_tile):
+        # each row is width / lanes vector accumulators (8 rows x 2 zmm on Zen 4, 2 x 4 ymm
+        # on an AVX2 core); the widest divisor of M, else a tail tile of the full depth.
+        # Parallel granularity from the thread count: panels x batch >= threads.
+        mm = task.find(*DENSE_TAGS)
+        lanes = vector_lanes(task.target, str(mm.outputs[0].dtype))  # type: ignore[union-attr]
+        limit = min(row_tile(task.target.facts, vectors(width, lanes)), MAX_ROWS)
+        rows = pick_tile(m, limit)
+        if rows < limit // 2 and m > limit:
+            rows = limit
         tasks = -(-n // width) * batch
         whole = kind == "packed" and (tasks >= task.threads or -(-m // rows) == 1)
         return cls(rows, width, not whole)

@@ -10,9 +10,16 @@ from dataclasses import dataclass
 
 from ember import te
 from ember.errors import ShapeError
+from ember.ops.budgets import power_of_two_below, row_tile, snap, vectors
 from ember.ops.knobs import Knobs, Space, Task, in_range, only, resolve_knobs
 from ember.target import Target
 from ember.te.schedule import Schedule
+
+
+MR_CHOICES = (1, 2, 4, 6, 8, 12, 16)  # 1: a 32-column panel fills 8 of 16 xmm
+KC_CHOICES = (64, 128, 256, 512, 1024)
+MC_CHOICES = (32, 64, 128, 256)
+NC_CHOICES = (128, 256, 512, 1024, 2048)
 
 
 @dataclass(frozen=True)
@@ -35,13 +42,32 @@ class MatmulKnobs(Knobs):
     @classmethod
     def space(cls, task: Task) -> Space:
         nr = _panel(task)
-        return Space({"mr": (2, 4, 6, 8, 12, 16), "nr": (nr,), "kc": (64, 128, 256, 512, 1024),
-                      "mc": (32, 64, 128, 256), "nc": (128, 256, 512, 1024, 2048),
-                      "parallel": (False, True)})
+        return Space({"mr": MR_CHOICES, "nr": (nr,), "kc": KC_CHOICES, "mc": MC_CHOICES,
+                      "nc": NC_CHOICES, "parallel": (False, True)})
 
     @classmethod
     def default(cls, task: Task) -> MatmulKnobs:
-        return cls(nr=_panel(task))
+        """From the target's registers, FMA pipes and caches (Zen 4: 8 / 512 / 128 / 512):
+
+        mr: budgets.row_tile for nr / lanes vectors a row (latency x throughput, within
+            half the registers);
+        kc: the mr x kc sliver of A a micro-kernel streams takes half of L1d (the B
+            micro-panel streams beside it), and a long k block amortizes the C tile's
+            load and store, done once per kc; the kc x nr B micro-panel, reused across
+            the row tiles, stays within a quarter of L2;
+        mc: the mc x kc block of A, reused across the jr panels, takes a quarter of L2;
+        nc: the kc x nc block of B, reused across the ic row blocks, is the size of L2;
+        parallel: when the target has more than one thread.
+        Each is snapped to a point of the space."""
+        nr = _panel(task)
+        facts = task.target.facts
+        mr = snap(row_tile(facts, vectors(nr, task.target.vector_lanes("float32"))),
+                  MR_CHOICES)
+        kc = snap(power_of_two_below(min(facts.l1d_bytes // 2 // (mr * 4),
+                                         facts.l2_bytes // 4 // (nr * 4))), KC_CHOICES)
+        mc = snap(facts.l2_bytes // 4 // (kc * 4), MC_CHOICES)
+        nc = snap(facts.l2_bytes // (kc * 4), NC_CHOICES)
+        return cls(mr, nr, kc, mc, nc, parallel=task.threads > 1)
 
     def check(self, task: Task) -> None:
         only(self, "nr", (_panel(task),), "(the panel width of the packed B)")

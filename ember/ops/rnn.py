@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from ember import te
 from ember.errors import ScheduleError, ShapeError, UnsupportedOpError
 from ember.types import TensorType
+from ember.ops.budgets import row_tile, vectors
 from ember.ops.conv_common import extent, pick_tile, shape_of
 from ember.ops.generic import schedule_flat
 from ember.ops.knobs import Knobs, Space, Task, in_range, resolve_knobs, up_to
@@ -400,10 +401,14 @@ class RNNKnobs(Knobs):
 
     @classmethod
     def default(cls, task: Task) -> RNNKnobs:
+        # the projection's register tile is rows x INPUT_PANEL columns of float32: as many
+        # rows as budgets.row_tile allows for that many vectors a row (8 on Zen 4, 2 on AVX2)
         rows = _projection_rows(task)
-        tile = pick_tile(rows, INPUT_ROWS)
-        if tile < INPUT_ROWS // 2 and rows > INPUT_ROWS:
-            tile = INPUT_ROWS
+        lanes = task.target.vector_lanes("float32")
+        limit = min(row_tile(task.target.facts, vectors(INPUT_PANEL, lanes)), 2 * INPUT_ROWS)
+        tile = pick_tile(rows, limit)
+        if tile < limit // 2 and rows > limit:
+            tile = limit
         return cls(tile, True, True)
 
     def check(self, task: Task) -> None:

@@ -1,0 +1,73 @@
+"""Register and cache budgets that knob defaults derive from a target's facts.
+
+Each function is one rule, stated once, so every family sizes its register tile and cache
+blocks the same way. The rules were fitted on Zen 4 (32 zmm registers, one 512-bit FMA a
+cycle, 32 KiB L1d, 1 MiB L2), where they give the constants the schedules used before, and
+they scale with what another CPU has (tests/ops/test_default_knobs.py pins both).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ember.target_facts import TargetFacts
+
+
+def accumulator_budget(facts: TargetFacts) -> int:
+    """Accumulator registers a direct-convolution tile may hold: three quarters of the vector
+    registers (24 of 32, 12 of 16). The rest hold the tile's weight vectors (up to 4), the
+    broadcast input and what LLVM's register allocator needs so as not to spill."""
+    return facts.vector_registers * 3 // 4
+
+
+def narrow_budget(facts: TargetFacts) -> int:
+    """Accumulators of a tile whose channel block is narrower than a vector (half-width
+    registers): all registers but the (up to 6) weight vectors and one broadcast."""
+    return max(1, facts.vector_registers - 7)
+
+
+def depthwise_budget(facts: TargetFacts) -> int:
+    """Output columns of a depthwise tile: half the registers, since each column also needs
+    its input vector (there is no broadcast to share)."""
+    return max(1, facts.vector_registers // 2)
+
+
+def column_budget(facts: TargetFacts, vectors_per_column: int) -> int:
+    """Output columns of a tile where each column is `vectors_per_column` accumulators and
+    one weight vector per block is live: all registers but 4 (weights, broadcast, address
+    arithmetic), shared among the column's vectors (28 columns of one zmm on Zen 4)."""
+    return max(1, (facts.vector_registers - 4) // max(1, vectors_per_column))
+
+
+def row_tile(facts: TargetFacts, vectors_per_row: int) -> int:
+    """Rows of a GEMM register tile whose rows are `vectors_per_row` vector accumulators
+    (a broadcast of A times a row of B vectors each k step).
+
+    Enough rows that twice the FMA pipes' latency x throughput is in flight (independent
+    accumulators hide the FMA latency, twice that leaves room for the loads), but no more
+    than fill half the registers (the other half holds the B vectors and the broadcast):
+    8 rows on Zen 4 (4 x 1 x 2 = 8; 16 / 2 zmm a row = 8), 2 on an AVX2 core for a 32-column
+    panel (16 / 2 / 4 ymm)."""
+    vectors = max(1, vectors_per_row)
+    return max(1, min(2 * facts.latency_accumulators, facts.vector_registers // 2 // vectors))
+
+
+def vectors(columns: int, lanes: int) -> int:
+    """Vector registers one row of `columns` elements takes at `lanes` elements a register."""
+    return max(1, -(-columns // max(1, lanes)))
+
+
+def snap(value: int, allowed: Sequence[int]) -> int:
+    """The largest of `allowed` (ascending) not above `value`, else the smallest: a block size
+    computed from a cache size, as a point of a knob space."""
+    below = [a for a in allowed if a <= value]
+    return below[-1] if below else allowed[0]
+
+
+def power_of_two_below(value: int) -> int:
+    """The largest power of two <= value (1 for value < 1)."""
+    return 1 << max(0, int(value).bit_length() - 1)
+
+
+__all__ = ["accumulator_budget", "column_budget", "depthwise_budget", "narrow_budget",
+           "power_of_two_below", "row_tile", "snap", "vectors"]

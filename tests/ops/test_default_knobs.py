@@ -1,0 +1,226 @@
+"""Machine-aware knob defaults: pinned for Zen 4, in the space and within the register file
+for other CPUs, different where the facts differ, and correct when one target's choice runs
+on another (the host)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from ember.graph.ir import Node, Value, tensor_type
+from ember.lowering.kernel import group_knobs, run_op
+from ember.ops.budgets import row_tile, snap, vectors
+from ember.ops.conv import ConvNCHWKnobs
+from ember.ops.conv_blocked import ConvKnobs, from_blocked, pack_direct, to_blocked
+from ember.ops.dense import DenseKnobs
+from ember.ops.knobs import Knobs, Task
+from ember.ops.matmul import MatmulKnobs, matmul, schedule_matmul_x86
+from ember.ops.registry import get_op
+from ember.ops.rnn import RNNKnobs
+from ember.target import Target
+
+ZEN4 = "llvm -mcpu=znver4 -num-cores=2"
+OTHERS = {
+    "sapphirerapids": "llvm -mcpu=sapphirerapids -num-cores=2",
+    "skylake": "llvm -mcpu=skylake -num-cores=2",
+    "cortex-a72": "llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a72 -num-cores=2",
+    "x86-64-v2": "llvm -mcpu=x86-64-v2 -num-cores=2",
+}
+RNG = np.random.default_rng(5)
+
+
+def rand(*shape: int) -> np.ndarray:
+    return RNG.standard_normal(shape).astype("float32")
+
+
+def zeros(*shape: int) -> np.ndarray:
+    return np.zeros(shape, "float32")
+
+
+def task_of(op: str, arrays: list[np.ndarray], attrs: dict[str, Any], target: str
+            ) -> tuple[Task, type[Knobs]]:
+    """The Task (and knob family) of a one-node group `op` on arrays of these shapes."""
+    opdef = get_op(op)
+    full = opdef.complete_attrs(attrs, op)
+    values = [Value(f"x{i}", tensor_type(a.shape, a.dtype)) for i, a in enumerate(arrays)]
+    outs = [Value(f"y{i}", t) for i, t in enumerate(opdef.infer(full, [v.type for v in values]))]
+    return group_knobs([Node(op, "n", tuple(values), tuple(outs), full)], values, outs, target)
+
+
+def conv_group(cin: int, cout: int, size: int, kernel: int, block: int, algorithm: str = "direct"
+               ) -> tuple[str, list[np.ndarray], dict[str, Any]]:
+    """A blocked convolution (blocks of `block` channels) with same padding, by shape."""
+    pad = kernel // 2
+    if algorithm == "depthwise":
+        weights = zeros(cout // block, kernel, kernel, block)
+    else:
+        weights = zeros(cout // block, cin // block, kernel, kernel, block, block)
+    attrs = {"kernel_shape": (kernel, kernel), "pads": (pad,) * 4, "algorithm": algorithm}
+    return "ConvNCHWc", [zeros(1, cin // block, size, size, block), weights], attrs
+
+
+# representative groups by shape: ResNet / MobileNet convolutions, BERT and classifier dense
+GROUPS = {
+    "conv3x3_64x56": lambda lanes: conv_group(64, 64, 56, 3, lanes),
+    "conv3x3_512x7": lambda lanes: conv_group(512, 512, 7, 3, lanes),
+    "conv1x1_256x14": lambda lanes: conv_group(256, 256, 14, 1, lanes),
+    "depthwise_32x112": lambda lanes: conv_group(32, 32, 112, 3, lanes, "depthwise"),
+    "dense_128x768x768": lambda lanes: ("MatMul", [zeros(128, 768), zeros(768, 768)], {}),
+    "dense_20x16x40": lambda lanes: ("MatMul", [zeros(20, 16), zeros(16, 40)], {}),
+    "conv_nchw_16x9": lambda lanes: ("Conv", [zeros(1, 8, 5, 9), zeros(16, 8, 3, 3)],
+                                     {"pads": [1] * 4}),
+    "lstm_8x16": lambda lanes: ("LSTM", [zeros(4, 2, 8), zeros(1, 64, 8), zeros(1, 64, 16)],
+                                {"hidden_size": 16}),
+}
+
+# the Zen 4 defaults the schedules were fitted with (and that kernels were hashed with)
+ZEN4_DEFAULTS: dict[str, dict[str, Any]] = {
+    "conv3x3_64x56": {"ow_tile": 14, "oc_tile": 1},
+    "conv3x3_512x7": {"ow_tile": 7, "oc_tile": 2},
+    "conv1x1_256x14": {"ow_tile": 14, "oc_tile": 1},
+    "depthwise_32x112": {"ow_tile": 16, "oc_tile": 1},
+    "dense_128x768x768": {"rows": 8, "cols": 32, "parallel_rows": False},
+    "dense_20x16x40": {"rows": 5, "cols": 32, "parallel_rows": False},
+    "conv_nchw_16x9": {"ow_tile": 9, "parallel_rows": True},
+    "lstm_8x16": {"rows": 8},
+}
+
+
+def defaults(name: str, target: str) -> tuple[Task, Knobs]:
+    lanes = Target(target).vector_lanes("float32")
+    task, family = task_of(*GROUPS[name](lanes), target)
+    return task, family.default(task)
+
+
+@pytest.mark.parametrize("name", sorted(GROUPS))
+def test_zen4_defaults_are_pinned(name: str) -> None:
+    """A fixed Zen 4 target (not the host, so this holds on any CI CPU) keeps the defaults
+    the schedules were tuned with."""
+    _, knobs = defaults(name, ZEN4)
+    got = {k: v for k, v in knobs.to_dict().items() if k in ZEN4_DEFAULTS[name]}
+    assert got == ZEN4_DEFAULTS[name]
+
+
+def test_zen4_matmul_and_winograd_defaults_are_pinned() -> None:
+    for nr in (16, 32):
+        c = matmul(256, 512, 1024, nr=nr)[3]
+        knobs = MatmulKnobs.default(Task((c,), Target(ZEN4)))
+        assert (knobs.mr, knobs.kc, knobs.mc, knobs.nc, knobs.parallel) == (8, 512, 128, 512,
+                                                                           True)
+    op, arrays, attrs = conv_group(64, 64, 14, 3, 16, "winograd")
+    arrays[1] = zeros(16, 4, 4, 16, 16)  # [16, OC/ob, IC/ib, ib, ob] transformed weights
+    task, family = task_of(op, arrays, attrs, ZEN4)
+    assert family.default(task).ow_tile == 7  # 49 tiles of 2x2: 7 per GEMM tile
+
+
+def accumulators(task: Task, knobs: Knobs) -> int:
+    """Vector registers the default's register tile keeps as accumulators."""
+    lanes = task.target.vector_lanes("float32")
+    out = [int(d.value) for d in task.outs[0].shape]  # type: ignore[attr-defined]
+    if isinstance(knobs, ConvKnobs):
+        return knobs.ow_tile * knobs.oc_tile * vectors(out[-1], lanes)
+    if isinstance(knobs, DenseKnobs):
+        return knobs.rows * vectors(knobs.cols, lanes)
+    if isinstance(knobs, ConvNCHWKnobs):
+        return knobs.ow_tile * vectors(out[1] if len(out) == 4 else out[-1], lanes)
+    assert isinstance(knobs, RNNKnobs)
+    return knobs.rows * vectors(32, lanes)
+
+
+@pytest.mark.parametrize("cpu", sorted(OTHERS))
+@pytest.mark.parametrize("name", sorted(GROUPS))
+def test_defaults_fit_the_target(name: str, cpu: str) -> None:
+    """On each target the default is a point of its space and its register tile fits the
+    target's vector registers (leaving room for at least one operand)."""
+    task, knobs = defaults(name, OTHERS[cpu])
+    assert type(knobs).space(task).contains(knobs.to_dict())
+    knobs.check(task)
+    assert accumulators(task, knobs) < task.target.facts.vector_registers
+
+
+def test_defaults_differ_where_the_facts_differ() -> None:
+    """16 registers (AVX2, SSE) shrink the tiles that fill 32; Sapphire Rapids' 2 MiB L2
+    grows the GEMM's cache blocks; equal register files keep the conv tile."""
+    zen4_conv = defaults("conv3x3_512x7", ZEN4)[1]
+    for cpu in ("skylake", "x86-64-v2"):
+        task, knobs = defaults("conv3x3_512x7", OTHERS[cpu])
+        assert accumulators(task, knobs) < accumulators(*defaults("conv3x3_512x7", ZEN4))
+        assert defaults("dense_128x768x768", OTHERS[cpu])[1].rows < 8
+        assert defaults("lstm_8x16", OTHERS[cpu])[1].rows < 8
+    assert defaults("conv3x3_512x7", OTHERS["sapphirerapids"])[1] == zen4_conv
+    # a 32-column NEON panel is 8 registers a row: 2 rows, not Zen 4's 8
+    assert defaults("dense_128x768x768", OTHERS["cortex-a72"])[1].rows == 2
+    c = matmul(256, 512, 1024, nr=32)[3]
+    zen4 = MatmulKnobs.default(Task((c,), Target(ZEN4)))
+    spr = MatmulKnobs.default(Task((c,), Target(OTHERS["sapphirerapids"])))
+    skl = MatmulKnobs.default(Task((c,), Target(OTHERS["skylake"])))
+    assert (spr.mc, spr.nc) == (2 * zen4.mc, 2 * zen4.nc)
+    assert skl.mr * vectors(32, 8) <= 16 / 2 and skl.nc < zen4.nc
+    for spec in OTHERS.values():  # the register tile and the B micro-panel fit
+        target = Target(spec)
+        knobs = MatmulKnobs.default(Task((c,), target))
+        assert MatmulKnobs.space(Task((c,), target)).contains(knobs.to_dict())
+        lanes = target.vector_lanes("float32")
+        assert knobs.mr * vectors(32, lanes) <= target.facts.vector_registers // 2
+        assert knobs.kc * 32 * 4 <= target.facts.l2_bytes // 4
+    one = MatmulKnobs.default(Task((c,), Target("llvm -mcpu=znver4 -num-cores=1")))
+    assert not one.parallel
+
+
+def test_row_tile_rule() -> None:
+    """Rows: twice the FMA latency x throughput, capped at half the registers."""
+    facts = Target(ZEN4).facts
+    assert row_tile(facts, 1) == 8 and row_tile(facts, 2) == 8 and row_tile(facts, 4) == 4
+    spr = Target(OTHERS["sapphirerapids"]).facts
+    assert row_tile(spr, 1) == 16  # two 512-bit FMA pipes: 8 accumulators in flight
+    assert row_tile(Target(OTHERS["x86-64-v2"]).facts, 8) == 1
+    assert snap(700, (64, 128, 512, 1024)) == 512 and snap(10, (64, 128)) == 64
+
+
+def conv_reference(x: np.ndarray, w: np.ndarray, pad: int) -> np.ndarray:
+    """Direct NCHW convolution (stride 1) in numpy."""
+    xp = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    kh, kw = w.shape[2:]
+    oh, ow = xp.shape[2] - kh + 1, xp.shape[3] - kw + 1
+    out = np.zeros((x.shape[0], w.shape[0], oh, ow), "float32")
+    for i in range(kh):
+        for j in range(kw):
+            out += np.einsum("nchw,oc->nohw", xp[:, :, i:i + oh, j:j + ow], w[:, :, i, j])
+    return out
+
+
+@pytest.mark.parametrize("cpu", ["skylake", "x86-64-v2"])
+def test_another_targets_conv_default_runs_right_on_the_host(cpu: str) -> None:
+    x, w = rand(1, 16, 6, 7), rand(16, 16, 3, 3)
+    arrays = [to_blocked(x, 8), pack_direct(w, 8, 8)]
+    attrs = {"kernel_shape": (3, 3), "pads": (1, 1, 1, 1), "algorithm": "direct"}
+    task, family = task_of("ConvNCHWc", arrays, attrs, "llvm")
+    other = family.default(Task(task.outs, Target(OTHERS[cpu]), task.op, task.attrs))
+    assert other != family.default(task)  # the other target's facts choose another tile
+    out = from_blocked(run_op("ConvNCHWc", arrays, attrs, knobs=other)[0])
+    np.testing.assert_allclose(out, conv_reference(x, w, 1), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("cpu", ["skylake", "x86-64-v2"])
+def test_another_targets_dense_default_runs_right_on_the_host(cpu: str) -> None:
+    a, b = rand(20, 16), rand(16, 40)
+    task, family = task_of("MatMul", [a, b], {}, "llvm")
+    other = family.default(Task(task.outs, Target(OTHERS[cpu]), task.op, task.attrs))
+    assert other != family.default(task)
+    out = run_op("MatMul", [a, b], {}, constant=(1,), knobs=other)[0]
+    np.testing.assert_allclose(out, a @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_another_targets_matmul_default_runs_right_on_the_host() -> None:
+    from ember.lowering.build import build
+
+    a_t, b_t, packed, c_t = matmul(24, 40, 36, nr=16)
+    a, b = rand(24, 36), rand(36, 40)
+    other = MatmulKnobs.default(Task((c_t,), Target(OTHERS["skylake"])))
+    assert other != MatmulKnobs.default(Task((c_t,), Target(ZEN4)))
+    module = build(schedule_matmul_x86(c_t, packed, "llvm", other), [a_t, b_t, c_t])
+    c = np.zeros((24, 40), "float32")
+    module(a, b, c)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
