@@ -37,6 +37,21 @@ from ember.tir import stmt as S
 from ember.tir.function import Buffer
 from ember.tir.functor import post_order_visit, used_vars
 
+
+# the C99 fixed-width names and literal macros the printers use, for the OpenCL C and Metal
+# dialects (whose own integer types are char/short/int/long and their u- forms)
+FIXED_WIDTH_TYPES = """\
+typedef char int8_t;
+typedef short int16_t;
+typedef int int32_t;
+typedef long int64_t;
+typedef uchar uint8_t;
+typedef ushort uint16_t;
+typedef uint uint32_t;
+typedef ulong uint64_t;
+#define INT64_C(x) ((long)(x##L))
+#define UINT64_C(x) ((ulong)(x##UL))"""
+
 INDENT = "    "
 # private (per-thread) arrays larger than this would spill to slow local memory anyway
 PRIVATE_LIMIT_BYTES = 16384
