@@ -13,7 +13,7 @@ from __future__ import annotations
 import llvmlite.binding as llvm
 
 from ember.codegen.gpu_kernels import DeviceProgram
-from ember.codegen.jit import _initialize_all, optimize
+from ember.codegen.jit import _initialize_all, optimize, parse_verified
 from ember.codegen.llvm_gpu import codegen_llvm_gpu, find_libdevice
 from ember.errors import CodegenError
 from ember.target import Target
@@ -67,12 +67,7 @@ def llvm_gpu_module(program: DeviceProgram, target: Target) -> tuple[llvm.Module
     machine = _machine(target)
     ir_module = codegen_llvm_gpu(program, target)
     ir_module.data_layout = str(machine.target_data)
-    text = str(ir_module)
-    try:
-        module = llvm.parse_assembly(text)
-        module.verify()
-    except RuntimeError as error:
-        raise CodegenError(f"generated GPU LLVM IR is invalid ({error}); IR:\n{text}") from None
+    module = parse_verified(str(ir_module), "GPU LLVM IR")
     if target.kind == "cuda":
         _link_libdevice(module)
     optimize(module, machine)

@@ -84,17 +84,22 @@ def optimize(module: llvm.ModuleRef, machine: llvm.TargetMachine) -> None:
     builder.getModulePassManager().run(module, builder)
 
 
+def parse_verified(text: str, what: str = "LLVM IR") -> llvm.ModuleRef:
+    """LLVM's module for generated IR text, verified; invalid IR is our bug, shown whole."""
+    try:
+        module = llvm.parse_assembly(text)
+        module.verify()
+    except RuntimeError as error:
+        raise CodegenError(f"generated {what} is invalid ({error}); IR:\n{text}") from None
+    return module
+
+
 def parse_module(funcs: list[PrimFunc], target: Target,
                  machine: llvm.TargetMachine) -> llvm.ModuleRef:
     """The functions' LLVM IR, parsed and verified for `machine` (not yet optimized)."""
     ir_module = codegen_llvm(funcs, target)
     ir_module.data_layout = str(machine.target_data)
-    text = str(ir_module)
-    try:
-        module = llvm.parse_assembly(text)
-        module.verify()
-    except RuntimeError as error:
-        raise CodegenError(f"generated LLVM IR is invalid ({error}); IR:\n{text}") from None
+    module = parse_verified(str(ir_module))
     module.triple = target.llvm_triple
     module.data_layout = str(machine.target_data)
     return module
