@@ -240,6 +240,19 @@ def _reference(data: bytes, feeds: dict[str, np.ndarray]) -> list[np.ndarray] | 
         return None
 
 
+def _input_type(spec: Any) -> tuple[tuple[int, ...], Any]:
+    """(shape, dtype) to feed an input: a compiled model's TensorSpec, or the ONNX ValueInfo
+    a SpecializedModel lists (model dims left unknown run at 1)."""
+    import onnx
+
+    if isinstance(spec, onnx.ValueInfoProto):
+        tensor = spec.type.tensor_type
+        shape = tuple(d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else 1
+                      for d in tensor.shape.dim)
+        return shape, onnx.helper.tensor_dtype_to_np_dtype(tensor.elem_type)
+    return tuple(spec.shape), spec.dtype
+
+
 def _agree(got: list[np.ndarray], want: list[np.ndarray]) -> bool:
     if len(got) != len(want):
         return False
@@ -281,8 +294,8 @@ def model_case(family: str, seed: int, workdir: str) -> tuple[str, str]:
         out.write(data)
     try:
         compiled = ember.compile(path, cache=os.path.join(workdir, "cache"))
-        feeds = {spec.name: (rng.standard_normal(spec.shape) * 3).astype(spec.dtype)
-                 for spec in compiled.inputs}
+        feeds = {spec.name: (rng.standard_normal(shape) * 3).astype(dtype)
+                 for spec in compiled.inputs for shape, dtype in [_input_type(spec)]}
         got = compiled.run(feeds)
     except EmberError as error:
         return "ember_error", f"{type(error).__name__}: {error}"[:300]

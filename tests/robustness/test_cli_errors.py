@@ -91,7 +91,7 @@ def test_run_with_bad_input_file(relu_onnx, tmp_path, capsys) -> None:
 def test_front_door_signatures_agree_and_are_documented() -> None:
     import inspect
 
-    from ember.demo import cpu_name
+    from ember.target_facts import host_cpu_model as cpu_name
     from ember.driver import compile as compile_model
     from ember.driver import export_library, export_objects
 
