@@ -180,7 +180,8 @@ def load_table(db: Any, task: Any) -> Table:
 
 
 def replay(table: Table, strategy: str, seed: int, trials: int,
-           transfer: Sequence[tuple[Sequence[float], float, str]] = ()) -> list[float]:
+           transfer: Sequence[tuple[Sequence[float], float, str]] = (), batch: int = BATCH,
+           **options: Any) -> list[float]:
     """Best cost after each trial of one search run over the measured sample."""
     from ember.autotune.database import knobs_json
     from ember.autotune.search import ModelSearch, RandomSearch
@@ -190,7 +191,7 @@ def replay(table: Table, strategy: str, seed: int, trials: int,
         search: Any = RandomSearch(space, seed)  # type: ignore[arg-type]
     else:
         search = ModelSearch(space, lambda p: table.rows[knobs_json(p)][0],  # type: ignore
-                             table.key, seed, transfer=transfer)
+                             table.key, seed, transfer=transfer, **options)
     tried: set[str] = set()
     best, curve = math.inf, []
     points = [json.loads(table.default)]  # the tuner measures the default first
@@ -201,7 +202,7 @@ def replay(table: Table, strategy: str, seed: int, trials: int,
             best = min(best, c)
             curve.append(best)
         search.observe(points, costs)
-        points = search.propose(min(BATCH, trials - len(curve)), tried)
+        points = search.propose(min(batch, trials - len(curve)), tried)
         if not points:  # the sample is exhausted
             curve += [best] * (trials - len(curve))
     return curve[:trials]
