@@ -431,24 +431,6 @@ EXPECTED_FAILURES: dict[str, tuple[str, ...]] = {
         'test_resize_downsample_sizes_cubic_antialias',
         'test_resize_downsample_sizes_linear_antialias',
     ),
-    'op BitwiseAnd not supported': (
-        'test_bitwise_and_i16_3d',
-        'test_bitwise_and_i32_2d',
-        'test_bitwise_and_ui64_bcast_3v1d',
-        'test_bitwise_and_ui8_bcast_4v3d',
-    ),
-    'op BitwiseOr not supported': (
-        'test_bitwise_or_i16_4d',
-        'test_bitwise_or_i32_2d',
-        'test_bitwise_or_ui64_bcast_3v1d',
-        'test_bitwise_or_ui8_bcast_4v3d',
-    ),
-    'op BitwiseXor not supported': (
-        'test_bitwise_xor_i16_3d',
-        'test_bitwise_xor_i32_2d',
-        'test_bitwise_xor_ui64_bcast_3v1d',
-        'test_bitwise_xor_ui8_bcast_4v3d',
-    ),
     'op Compress not supported': (
         'test_compress_0',
         'test_compress_1',
@@ -473,11 +455,6 @@ EXPECTED_FAILURES: dict[str, tuple[str, ...]] = {
         'test_ai_onnx_ml_tree_ensemble_set_membership',
         'test_ai_onnx_ml_tree_ensemble_single_tree',
     ),
-    'op BitwiseNot not supported': (
-        'test_bitwise_not_2d',
-        'test_bitwise_not_3d',
-        'test_bitwise_not_4d',
-    ),
     'op RoiAlign not supported': (
         'test_roialign_aligned_false',
         'test_roialign_aligned_true',
@@ -492,30 +469,6 @@ EXPECTED_FAILURES: dict[str, tuple[str, ...]] = {
         'test_tensorscatter_3d',
         'test_tensorscatter_circular',
         'test_tensorscatter',
-    ),
-    'op Acos not supported': (
-        'test_acos',
-        'test_acos_example',
-    ),
-    'op Acosh not supported': (
-        'test_acosh',
-        'test_acosh_example',
-    ),
-    'op Asin not supported': (
-        'test_asin',
-        'test_asin_example',
-    ),
-    'op Asinh not supported': (
-        'test_asinh',
-        'test_asinh_example',
-    ),
-    'op Atan not supported': (
-        'test_atan',
-        'test_atan_example',
-    ),
-    'op Atanh not supported': (
-        'test_atanh',
-        'test_atanh_example',
     ),
     'op Det not supported': (
         'test_det_2d',
@@ -536,10 +489,6 @@ EXPECTED_FAILURES: dict[str, tuple[str, ...]] = {
     'op SequenceConstruct not supported': (
         'test_if_opt',
         'test_if_seq',
-    ),
-    'op Shrink not supported': (
-        'test_shrink_hard',
-        'test_shrink_soft',
     ),
     # float16 rounding, not an error of ember's: at the mismatching elements ember is nearer
     # the exact (float64) attention than the suite's expected output, which is 1.4 units in
