@@ -407,14 +407,6 @@ EXPECTED_FAILURES: dict[str, tuple[str, ...]] = {
         'test_bernoulli_seed',
         'test_bernoulli_seed_expanded',
     ),
-    'op Unique not supported': (
-        'test_unique_length_1',
-        'test_unique_not_sorted_without_axis',
-        'test_unique_sorted_with_axis_3d',
-        'test_unique_sorted_with_axis',
-        'test_unique_sorted_with_negative_axis',
-        'test_unique_sorted_without_axis',
-    ),
     'op Col2Im not supported': (
         'test_col2im_5d',
         'test_col2im',
@@ -430,12 +422,6 @@ EXPECTED_FAILURES: dict[str, tuple[str, ...]] = {
         'test_resize_downsample_scales_linear_antialias',
         'test_resize_downsample_sizes_cubic_antialias',
         'test_resize_downsample_sizes_linear_antialias',
-    ),
-    'op Compress not supported': (
-        'test_compress_0',
-        'test_compress_1',
-        'test_compress_default_axis',
-        'test_compress_negative_axis',
     ),
     'op DeformConv not supported': (
         'test_basic_deform_conv_with_padding',
