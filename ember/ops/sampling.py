@@ -5,8 +5,9 @@ normalized coordinates in [-1, 1] with the *last* spatial dim first (x, y, z). E
 element is one te expression: the coordinate of every spatial dim is denormalized, moved
 inside by the padding rule (border: clamped, for cubic each tap; reflection: mirrored at
 the edges), then read with nearest (halves round to even), linear (2^r taps) or cubic
-(4^r taps, Keys with a = -0.75) interpolation; taps outside X read 0 (zeros), the edge (border) or their
-mirror image (reflection). The generic injective schedule makes it parallel and vectorized.
+(4^r taps, Keys with a = -0.75) interpolation; taps outside X read 0 (zeros), the edge
+(border) or their mirror image (reflection). The generic injective schedule makes it
+parallel and vectorized.
 """
 
 from __future__ import annotations

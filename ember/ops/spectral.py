@@ -6,7 +6,8 @@ inverse. It is one te reduction over j: the twiddle angle is taken from (j * k) 
 exact integer, so it stays accurate for long signals, and the sum runs in float64. A
 `dft_length` shorter than the axis reads its start, a longer one pads with zeros; onesided
 keeps the first n // 2 + 1 outputs; inverse and onesided together read a one-sided
-spectrum (the rest by Hermitian symmetry) and give real samples ([..., 1]). The generic reduction schedule makes it parallel.
+spectrum (the rest by Hermitian symmetry) and give real samples ([..., 1]). The generic
+reduction schedule makes it parallel.
 """
 
 from __future__ import annotations
