@@ -46,14 +46,15 @@ _AMDGPU_NATIVE = ("llvm.exp", "llvm.exp2", "llvm.log", "llvm.log2", "llvm.sin", 
 
 
 def find_libdevice() -> str | None:
-    """libdevice.10.bc of a CUDA toolkit ($CUDA_HOME, /usr/local/cuda*), else None."""
-    roots = [os.environ.get("CUDA_HOME", ""), os.environ.get("CUDA_PATH", ""),
-             "/usr/local/cuda", *sorted(glob.glob("/usr/local/cuda-*"), reverse=True)]
+    """libdevice.10.bc of a CUDA toolkit ($CUDA_HOME, /usr/local/cuda*, the
+    nvidia-cuda-nvcc wheel), else None."""
+    from ember.codegen.nvptx import _toolkit_homes
+
+    roots = [*_toolkit_homes(), *sorted(glob.glob("/usr/local/cuda-*"), reverse=True)]
     for root in roots:
-        if root:
-            path = os.path.join(root, "nvvm", "libdevice", "libdevice.10.bc")
-            if os.path.isfile(path):
-                return path
+        path = os.path.join(root, "nvvm", "libdevice", "libdevice.10.bc")
+        if os.path.isfile(path):
+            return path
     return None
 
 
