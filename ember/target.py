@@ -22,9 +22,9 @@ _KIND_OPTIONS: dict[str, tuple[str, ...]] = {
     "llvm": ("mabi", "mfloat-abi"),
     "c": ("mabi",),
     "cuda": ("arch", "ptx", "codegen", "max-threads-per-block", "max-shared-memory-per-block"),
-    "rocm": ("max-threads-per-block", "max-shared-memory-per-block"),
-    "opencl": ("device", "max-threads-per-block"),
-    "metal": ("max-threads-per-block",),
+    "rocm": ("max-threads-per-block", "max-shared-memory-per-block", "code-object"),
+    "opencl": ("device", "max-threads-per-block", "max-shared-memory-per-block"),
+    "metal": ("max-threads-per-block", "max-shared-memory-per-block"),
     "wasm": (),
 }
 _INT_OPTIONS = ("num-cores", "opt-level", "max-threads-per-block", "max-shared-memory-per-block")
