@@ -360,3 +360,43 @@ def test_optional_and_sequence_misuse_is_refused():
                        [tensor("x", [3])], [seq("y", I64)])
     with pytest.raises(ModelError, match="a float32 tensor cannot join a sequence of int64"):
         from_onnx(model)
+
+
+# a loop as torch exports it --------------------------------------------------------------
+def test_torch_scripted_loop_over_a_symbolic_length():
+    # torch.jit.script + torch.onnx.export: Loop with the trip count from Shape(x), a
+    # SequenceEmpty carried through SequenceInsert, then ConcatFromSequence
+    torch = pytest.importorskip("torch")
+    import io
+    import warnings
+
+    import onnx
+
+    class Recurrent(torch.nn.Module):
+        def forward(self, x):
+            h = torch.zeros(x.shape[1])
+            outs = []
+            for t in range(x.shape[0]):
+                h = torch.tanh(h * 0.5 + x[t])
+                outs.append(h)
+            return h, torch.stack(outs)
+
+    buffer = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(torch.jit.script(Recurrent()), (torch.randn(4, 3),), buffer,
+                          input_names=["x"], output_names=["h", "hs"], opset_version=17,
+                          dynamo=False, dynamic_axes={"x": {0: "T"}})
+    model = onnx.load_from_string(buffer.getvalue())
+    assert "Loop" in [n.op_type for n in model.graph.node]
+    compiled = ember.compile(model)
+    rng = np.random.default_rng(9)
+    for length in (4, 6):
+        x = rng_array(rng, (length, 3))
+        h, hs = compiled.run([x])
+        want_h, want = np.zeros(3, np.float32), []
+        for t in range(length):
+            want_h = np.tanh(want_h * np.float32(0.5) + x[t])
+            want.append(want_h)
+        np.testing.assert_allclose(h, want_h, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(hs, np.stack(want), rtol=1e-5, atol=1e-6)
