@@ -250,7 +250,7 @@ class SpecializedModel:
         host: list[Any] = []
         for _ in range(MAX_STEPS):
             try:
-                graph = self._import(feeds, bound, fetch)
+                graph, layouts = self._import(feeds, bound, fetch)
             except UnsupportedModelError as err:
                 needed = sorted(set(err.dynamic_values) - set(bound) - set(fetch or ()))
                 if not needed:
@@ -258,7 +258,6 @@ class SpecializedModel:
                 names = needed                  # compute these first (they come earlier)
                 fetch, host = self._host_split(names, bound)
                 continue
-            graph, layouts = graph
             self.compiles += 1
             return _Step(tuple(names or ()), Program(graph, self.compile_graph),
                          tuple(fetch or ()), tuple(host), layouts)

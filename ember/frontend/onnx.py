@@ -50,8 +50,8 @@ from ember.frontend.onnx_sequence import flatten
 MIN_OPSET = 11
 MAX_FUNCTION_DEPTH = 16
 
-__all__ = ["from_onnx", "import_onnx", "load_model", "UnsupportedModelError", "CONVERTERS", "MIN_OPSET",
-           "Evaluator"]
+__all__ = ["from_onnx", "import_onnx", "load_model", "UnsupportedModelError", "CONVERTERS",
+           "MIN_OPSET", "Evaluator"]
 
 # runs one node whose inputs are all constants; returns one array per output (the frontend
 # does not compile kernels itself: ember.compile and the Backend pass
@@ -328,13 +328,13 @@ class _Importer:
     def run(self) -> tuple[Graph, tuple[Layout, ...]]:
         graph = self.model.graph
         opsets = self._opsets()
-        env: dict[str, Value | None] = {}
+        env: dict[str, Any] = {}
         self._inputs(graph, env)
         names = [vi.name for vi in graph.output] if self.wanted is None else self.wanted
         # only what the outputs need, cut at values the caller bound
         nodes = _needed_nodes(graph, names, set(self.constant_inputs))
         self._convert_nodes(nodes, env, opsets, "")
-        outputs = []
+        outputs: list[Any] = []
         if not graph.output:
             raise ModelError("the model's graph declares no outputs; ONNX requires at least one")
         declared = {vi.name: vi for vi in graph.output}
@@ -380,7 +380,7 @@ class _Importer:
                 f"{max(MIN_OPSET, min(version, newest))}))")
         return opsets
 
-    def _inputs(self, graph: GraphProto, env: dict[str, Value | None]) -> None:
+    def _inputs(self, graph: GraphProto, env: dict[str, Any]) -> None:
         initializers = {t.name: t for t in graph.initializer}
         names = [vi.name for vi in graph.input if vi.name not in initializers]
         produced = {o for n in graph.node for o in n.output if o}

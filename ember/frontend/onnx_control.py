@@ -114,8 +114,9 @@ def convert_loop(imp: _Importer, ctx: NodeContext) -> list[Any]:
     while go and (trip is None or t < trip):
         check_iterations(ctx, t + 1)
         imp.count_unrolled(ctx, 1, body)
-        bindings = {body.input[0].name: constant(f"{ctx.label}/iter", np.array(t, np.int64)),
-                    body.input[1].name: constant(f"{ctx.label}/cond", np.array(go))}
+        bindings: dict[str, Any] = {
+            body.input[0].name: constant(f"{ctx.label}/iter", np.array(t, np.int64)),
+            body.input[1].name: constant(f"{ctx.label}/cond", np.array(go))}
         bindings.update((formal.name, value) for formal, value in zip(body.input[2:], carried))
         results = imp.run_graph(ctx, body, f"{ctx.label}/{t}/", bindings)
         if results is None:
@@ -211,7 +212,7 @@ def convert_scan(imp: _Importer, ctx: NodeContext) -> list[Any]:
         raise UnsupportedOpError("a scan over 0 iterations is not supported")
     check_iterations(ctx, length)
     imp.count_unrolled(ctx, length, body)
-    states = values[:n]
+    states: list[Any] = list(values[:n])
     collected: list[list[Value]] = [[] for _ in range(k)]
     for t in range(length):
         slices = [_slice(imp, ctx, x, axis, length - 1 - t if d else t)

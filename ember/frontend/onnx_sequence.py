@@ -144,8 +144,11 @@ def container_input(builder: GraphBuilder, name: str, type_proto: TypeProto, sha
     if kind == "optional_type":
         if shapes is None:
             return OptionalValue(None)
-        return OptionalValue(container_input(builder, name, type_proto.optional_type.elem_type,
-                                             shapes))
+        item = container_input(builder, name, type_proto.optional_type.elem_type, shapes)
+        if isinstance(item, OptionalValue):
+            raise UnsupportedOpError(f"graph input '{name}': optionals of optionals are not "
+                                     "supported")
+        return OptionalValue(item)
     if kind != "tensor_type":
         raise UnsupportedOpError(f"graph input '{name}': values of kind {kind} are not "
                                  "supported")
