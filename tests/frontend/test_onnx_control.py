@@ -11,7 +11,8 @@ import ember
 from ember.errors import ArgumentError, ModelError, ShapeError
 from ember.frontend import onnx_control
 from ember.frontend.onnx import UnsupportedModelError, from_onnx, import_onnx
-from ember.frontend.onnx_sequence import TENSOR, OptLayout, flatten_feed
+from ember.frontend.onnx_sequence import TENSOR, OptLayout, SeqLayout, flatten_feed
+from ember.lowering.evaluate import evaluate_node
 from ember.specialize import SpecializedModel
 
 F, I64, B = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
@@ -400,3 +401,160 @@ def test_torch_scripted_loop_over_a_symbolic_length():
             want.append(want_h)
         np.testing.assert_allclose(h, want_h, rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(hs, np.stack(want), rtol=1e-5, atol=1e-6)
+
+
+# malformed loops, scans and sequence ops ------------------------------------------------
+def _body(nodes, inputs, outputs, inits=()):
+    return helper.make_graph(nodes, "body", inputs, outputs, list(inits))
+
+
+def _scan(body, inputs, input_infos, outputs, **attrs):
+    node = helper.make_node("Scan", inputs, [o.name for o in outputs], body=body, **attrs)
+    return make_model([node], input_infos, outputs)
+
+
+def _add_body(n_in=2):
+    names = ["s", "xt", "yt"][:n_in]
+    return _body([helper.make_node("Add", ["s", "xt"], ["s_out"]),
+                  helper.make_node("Identity", ["s_out"], ["o"])],
+                 [tensor(n, [3]) for n in names], [tensor("s_out", [3]), tensor("o", [3])])
+
+
+def _loop(body, inputs=("M", "cond", "y0"), outputs=("y",), inits=None):
+    inits = inits if inits is not None else [const("M", np.array(2, np.int64)),
+                                             const("cond", np.array(True))]
+    node = helper.make_node("Loop", list(inputs), list(outputs), body=body)
+    return make_model([node], [tensor("y0", [2])], [tensor(o, ["d"]) for o in outputs], inits)
+
+
+def _loop_body(extra_nodes=(), scan="y_out", cond="c_in", more_inputs=()):
+    return _body([helper.make_node("Identity", [cond], ["c_out"]),
+                  helper.make_node("Neg", ["y_in"], ["y_out"]), *extra_nodes],
+                 [tensor("i", [], I64), tensor("c_in", [], B), tensor("y_in", [2]),
+                  *more_inputs],
+                 [tensor("c_out", None, B), tensor("y_out", [2]), tensor(scan, None)])
+
+
+def _seq_model(nodes, out, inits=(), x_shape=(2, 3)):
+    return make_model(nodes, [tensor("x", list(x_shape))], [out], inits)
+
+
+MALFORMED = {
+    "scan inputs and body disagree": (
+        lambda: _scan(_add_body(3), ["s0", "x"], [tensor("s0", [3]), tensor("x", [2, 3])],
+                      [tensor("s", [3]), tensor("os", [2, 3])], num_scan_inputs=1),
+        ModelError, r"2 inputs, num_scan_inputs 1 and a body of 3 inputs do not agree"),
+    "scan axes of the wrong length": (
+        lambda: _scan(_add_body(), ["s0", "x"], [tensor("s0", [3]), tensor("x", [2, 3])],
+                      [tensor("s", [3]), tensor("os", [2, 3])], num_scan_inputs=1,
+                      scan_input_axes=[0, 1]),
+        ModelError, r"'scan_input_axes' has 2 entries, expected 1"),
+    "scan input axis out of range": (
+        lambda: _scan(_add_body(), ["s0", "x"], [tensor("s0", [3]), tensor("x", [2, 3])],
+                      [tensor("s", [3]), tensor("os", [2, 3])], num_scan_inputs=1,
+                      scan_input_axes=[2]),
+        ShapeError, r"scan_input_axes\[0\] = 2 is out of range for rank 2"),
+    "scan output axis out of range": (
+        lambda: _scan(_add_body(), ["s0", "x"], [tensor("s0", [3]), tensor("x", [2, 3])],
+                      [tensor("s", [3]), tensor("os", [2, 3])], num_scan_inputs=1,
+                      scan_output_axes=[-3]),
+        ShapeError, r"scan_output_axes\[0\] = -3 is out of range for rank 2"),
+    "loop body with too few inputs": (
+        lambda: _loop(_body([helper.make_node("Identity", ["c_in"], ["c_out"])],
+                            [tensor("i", [], I64), tensor("c_in", [], B)],
+                            [tensor("c_out", [], B)])),
+        ModelError, r"the body takes 2 inputs; it must take 2 \+ 1"),
+    "loop trip count with two elements": (
+        lambda: _loop(_loop_body(), inits=[const("M", np.array([2, 2], np.int64)),
+                                           const("cond", np.array(True))],
+                      outputs=("y", "ys")),
+        ModelError, r"'M' must be a tensor with one element"),
+    "loop scan output changing shape": (
+        lambda: _loop(_loop_body([helper.make_node("Add", ["i", "one"], ["n"]),
+                                  helper.make_node("Unsqueeze", ["n", "ax"], ["n1"]),
+                                  helper.make_node("Expand", ["one_f", "n1"], ["grow"])],
+                                 scan="grow"),
+                      inits=[const("M", np.array(2, np.int64)), const("cond", np.array(True)),
+                             const("one", np.int64(1)), const("one_f", np.float32(1)),
+                             const("ax", np.array([0], np.int64))],
+                      outputs=("y", "ys")),
+        ShapeError, r"the scan output 'ys' has different shapes in different iterations: "
+                    r"\[\(1,\), \(2,\)\]"),
+    "loop condition of two elements": (
+        lambda: _loop(_body([helper.make_node("Identity", ["two_c"], ["c_out"]),
+                             helper.make_node("Neg", ["y_in"], ["y_out"])],
+                            [tensor("i", [], I64), tensor("c_in", [], B), tensor("y_in", [2])],
+                            [tensor("c_out", None, B), tensor("y_out", [2])]),
+                      inits=[const("M", np.array(2, np.int64)), const("cond", np.array(True)),
+                             const("two_c", np.array([True, True]))]),
+        ModelError, r"the body's condition must be a tensor with one element"),
+    "loop of no iteration without a declared scan shape": (
+        lambda: _loop(_loop_body(), inits=[const("M", np.array(0, np.int64)),
+                                           const("cond", np.array(True))],
+                      outputs=("y", "ys")),
+        UnsupportedModelError, r"scan output 'y_out' declares no static shape"),
+    "sequence op on a tensor": (
+        lambda: _seq_model([helper.make_node("SequenceLength", ["x"], ["n"])],
+                           tensor("n", [], I64)),
+        ModelError, r"SequenceLength\): input 0 \('x'\) must be a sequence"),
+    "tensor input given a sequence": (
+        lambda: _seq_model([helper.make_node("SplitToSequence", ["x"], ["s"]),
+                            helper.make_node("SequenceInsert", ["s", "s"], ["y"])],
+                           seq("y", F)),
+        ModelError, r"SequenceInsert\): input 1 must be a tensor"),
+    "position of two elements": (
+        lambda: _seq_model([helper.make_node("SplitToSequence", ["x"], ["s"]),
+                            helper.make_node("SequenceErase", ["s", "p"], ["y"])],
+                           seq("y", F), [const("p", np.array([0, 0], np.int64))]),
+        ModelError, r"'position' must be an int32 or int64 scalar"),
+    "erase from an empty sequence": (
+        lambda: _seq_model([helper.make_node("SequenceEmpty", [], ["s"]),
+                            helper.make_node("SequenceErase", ["s"], ["y"])], seq("y", F)),
+        ShapeError, r"SequenceErase\): the sequence is empty"),
+    "split axis out of range": (
+        lambda: _seq_model([helper.make_node("SplitToSequence", ["x"], ["y"], axis=2)],
+                           seq("y", F)),
+        ShapeError, r"axis 2 is out of range for rank 2"),
+    "split of size zero": (
+        lambda: _seq_model([helper.make_node("SplitToSequence", ["x", "z"], ["y"])],
+                           seq("y", F), [const("z", np.int64(0))]),
+        ShapeError, r"split 0 must be positive"),
+    "split sizes not adding up": (
+        lambda: _seq_model([helper.make_node("SplitToSequence", ["x", "z"], ["y"])],
+                           seq("y", F), [const("z", np.array([1, 2], np.int64))]),
+        ShapeError, r"split sizes \(1, 2\) do not add up to dimension 0 \(2\)"),
+    "concatenating an empty sequence": (
+        lambda: _seq_model([helper.make_node("SequenceEmpty", [], ["s"]),
+                            helper.make_node("ConcatFromSequence", ["s"], ["y"], axis=0)],
+                           tensor("y", ["d"])),
+        ShapeError, r"ConcatFromSequence\): the sequence is empty"),
+    "new axis out of range": (
+        lambda: _seq_model([helper.make_node("SplitToSequence", ["x"], ["s"]),
+                            helper.make_node("ConcatFromSequence", ["s"], ["y"], axis=3,
+                                             new_axis=1)], tensor("y", ["d"])),
+        ShapeError, r"axis 3 is out of range for new_axis on rank 2"),
+    "sequence output declared of another type": (
+        lambda: _seq_model([helper.make_node("SplitToSequence", ["x"], ["y"])],
+                           seq("y", I64)),
+        ModelError, r"'y' is declared a sequence of int64 but the graph computes one of "
+                    r"float32"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MALFORMED))
+def test_malformed_control_flow_and_sequences_are_refused(case):
+    build, error, match = MALFORMED[case]
+    with pytest.raises(error, match=match):
+        from_onnx(build(), evaluate=evaluate_node)
+
+
+def test_sequence_map_inputs_of_different_lengths_are_refused():
+    body = _body([helper.make_node("Add", ["a", "b"], ["c"])], [tensor("a", None),
+                                                              tensor("b", None)],
+                 [tensor("c", None)])
+    model = make_model([helper.make_node("SequenceMap", ["xs", "ys"], ["zs"], body=body)],
+                       [seq("xs", F), seq("ys", F)], [seq("zs", F)])
+    with pytest.raises(ShapeError, match="input 1 has 1 tensors, input 0 has 2"):
+        from_onnx(model, {"xs": [(2,), (2,)], "ys": [(2,)]})
+    graph, layouts = import_onnx(model, {"xs": [], "ys": []})       # empty in, empty out
+    assert layouts == (SeqLayout(()),) and graph.outputs == ()
