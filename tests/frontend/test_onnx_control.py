@@ -8,7 +8,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import ember
-from ember.errors import ArgumentError, ModelError, ShapeError
+from ember.errors import ArgumentError, ModelError, ShapeError, UnsupportedOpError
 from ember.frontend import onnx_control
 from ember.frontend.onnx import UnsupportedModelError, from_onnx, import_onnx
 from ember.frontend.onnx_sequence import TENSOR, OptLayout, SeqLayout, flatten_feed
@@ -558,3 +558,52 @@ def test_sequence_map_inputs_of_different_lengths_are_refused():
         from_onnx(model, {"xs": [(2,), (2,)], "ys": [(2,)]})
     graph, layouts = import_onnx(model, {"xs": [], "ys": []})       # empty in, empty out
     assert layouts == (SeqLayout(()),) and graph.outputs == ()
+
+
+def test_containers_where_tensors_belong_are_refused():
+    # a sequence scanned by Scan, a sequence as a Loop's scan output, an optional of an
+    # optional, a sequence of sequences as a graph input, a map input
+    body = _add_body()
+    model = make_model([helper.make_node("SplitToSequence", ["x"], ["xs"]),
+                        helper.make_node("Scan", ["s0", "xs"], ["s", "os"], body=body,
+                                         num_scan_inputs=1)],
+                       [tensor("s0", [3]), tensor("x", [2, 3])],
+                       [tensor("s", [3]), tensor("os", [2, 3])])
+    with pytest.raises(ModelError, match=r"Scan\): scan input 0 must be a tensor"):
+        from_onnx(model)
+    loop_body = _body([helper.make_node("Identity", ["c_in"], ["c_out"]),
+                       helper.make_node("SequenceConstruct", ["y_in"], ["y_seq"]),
+                       helper.make_node("Identity", ["y_in"], ["y_out"])],
+                      [tensor("i", [], I64), tensor("c_in", [], B), tensor("y_in", [2])],
+                      [tensor("c_out", [], B), tensor("y_out", [2]), seq("y_seq", F)])
+    with pytest.raises(UnsupportedModelError, match="a scan output that is not a tensor"):
+        from_onnx(_loop(loop_body, outputs=("y", "ys")))
+    opt_type = helper.make_optional_type_proto(helper.make_tensor_type_proto(F, [2]))
+    model = make_model([helper.make_node("Optional", ["o"], ["oo"]),
+                        helper.make_node("OptionalGetElement", ["oo"], ["y"])],
+                       [helper.make_value_info("o", opt_type)], [tensor("y", [2])], opset=18)
+    with pytest.raises(UnsupportedModelError, match="an optional of an optional"):
+        from_onnx(model, {"o": (2,)})
+    nested = helper.make_sequence_type_proto(helper.make_sequence_type_proto(
+        helper.make_tensor_type_proto(F, None)))
+    model = make_model([helper.make_node("Identity", ["s"], ["y"])],
+                       [helper.make_value_info("s", nested)],
+                       [helper.make_value_info("y", nested)])
+    with pytest.raises(UnsupportedOpError, match="'s': sequences of sequences or optionals"):
+        from_onnx(model, {"s": [[(2,)]]})
+    map_type = helper.make_map_type_proto(TensorProto.INT64, helper.make_tensor_type_proto(F,
+                                                                                         [2]))
+    with pytest.raises(ArgumentError, match="input 'm': values of kind map_type are not "
+                                            "supported"):
+        flatten_feed("m", map_type, {1: np.zeros(2)})
+
+
+def test_sequence_map_of_an_empty_sequence_needs_a_declared_type():
+    body = _body([helper.make_node("Neg", ["a"], ["b"])], [tensor("a", None)],
+                 [helper.make_value_info("b", helper.make_tensor_type_proto(0, None))])
+    model = make_model([helper.make_node("SequenceMap", ["xs"], ["ys"], body=body)],
+                       [seq("xs", F)], [seq("ys", F)])
+    with pytest.raises(ModelError, match="body output 0 has no declared element type"):
+        from_onnx(model, {"xs": []})
+    (y,) = ember.compile(model).run([[np.ones(2, np.float32)]])
+    np.testing.assert_array_equal(y, [-np.ones(2, np.float32)])
