@@ -358,14 +358,6 @@ EXPECTED_FAILURES: dict[str, tuple[str, ...]] = {
         'test_bernoulli_seed',
         'test_bernoulli_seed_expanded',
     ),
-    'op Unique not supported': (
-        'test_unique_length_1',
-        'test_unique_not_sorted_without_axis',
-        'test_unique_sorted_with_axis_3d',
-        'test_unique_sorted_with_axis',
-        'test_unique_sorted_with_negative_axis',
-        'test_unique_sorted_without_axis',
-    ),
     'op Col2Im not supported': (
         'test_col2im_5d',
         'test_col2im',
@@ -382,30 +374,6 @@ EXPECTED_FAILURES: dict[str, tuple[str, ...]] = {
         'test_resize_downsample_sizes_cubic_antialias',
         'test_resize_downsample_sizes_linear_antialias',
     ),
-    'op BitwiseAnd not supported': (
-        'test_bitwise_and_i16_3d',
-        'test_bitwise_and_i32_2d',
-        'test_bitwise_and_ui64_bcast_3v1d',
-        'test_bitwise_and_ui8_bcast_4v3d',
-    ),
-    'op BitwiseOr not supported': (
-        'test_bitwise_or_i16_4d',
-        'test_bitwise_or_i32_2d',
-        'test_bitwise_or_ui64_bcast_3v1d',
-        'test_bitwise_or_ui8_bcast_4v3d',
-    ),
-    'op BitwiseXor not supported': (
-        'test_bitwise_xor_i16_3d',
-        'test_bitwise_xor_i32_2d',
-        'test_bitwise_xor_ui64_bcast_3v1d',
-        'test_bitwise_xor_ui8_bcast_4v3d',
-    ),
-    'op Compress not supported': (
-        'test_compress_0',
-        'test_compress_1',
-        'test_compress_default_axis',
-        'test_compress_negative_axis',
-    ),
     'op DeformConv not supported': (
         'test_basic_deform_conv_with_padding',
         'test_basic_deform_conv_without_padding',
@@ -418,11 +386,6 @@ EXPECTED_FAILURES: dict[str, tuple[str, ...]] = {
         'test_ai_onnx_ml_tree_ensemble_set_membership',
         'test_ai_onnx_ml_tree_ensemble_single_tree',
     ),
-    'op BitwiseNot not supported': (
-        'test_bitwise_not_2d',
-        'test_bitwise_not_3d',
-        'test_bitwise_not_4d',
-    ),
     'op RoiAlign not supported': (
         'test_roialign_aligned_false',
         'test_roialign_aligned_true',
@@ -432,30 +395,6 @@ EXPECTED_FAILURES: dict[str, tuple[str, ...]] = {
         'test_tensorscatter_3d',
         'test_tensorscatter_circular',
         'test_tensorscatter',
-    ),
-    'op Acos not supported': (
-        'test_acos',
-        'test_acos_example',
-    ),
-    'op Acosh not supported': (
-        'test_acosh',
-        'test_acosh_example',
-    ),
-    'op Asin not supported': (
-        'test_asin',
-        'test_asin_example',
-    ),
-    'op Asinh not supported': (
-        'test_asinh',
-        'test_asinh_example',
-    ),
-    'op Atan not supported': (
-        'test_atan',
-        'test_atan_example',
-    ),
-    'op Atanh not supported': (
-        'test_atanh',
-        'test_atanh_example',
     ),
     'op Det not supported': (
         'test_det_2d',
@@ -472,10 +411,6 @@ EXPECTED_FAILURES: dict[str, tuple[str, ...]] = {
     'op STFT not supported': (
         'test_stft',
         'test_stft_with_window',
-    ),
-    'op Shrink not supported': (
-        'test_shrink_hard',
-        'test_shrink_soft',
     ),
     # float16 rounding, not an error of ember's: at the mismatching elements ember is nearer
     # the exact (float64) attention than the suite's expected output, which is 1.4 units in
