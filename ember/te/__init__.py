@@ -2,7 +2,7 @@
 
 from ember.te.intrinsics import (
     abs, all, any, call_extern, cast, ceil, cos, erf, exp, exp2, floor, fma, if_then_else, log,
-    log2, logical_not, max, min, pow, round, rsqrt, sigmoid, sin, sqrt, tanh, trunc,
+    log2, logical_not, max, min, pow, reinterpret, round, rsqrt, sigmoid, sin, sqrt, tanh, trunc,
 )
 from ember.te.lower import lower, lower_schedule
 from ember.te.reduction import comm_reducer, max_value, min_value
@@ -41,7 +41,7 @@ min = _reducer_or_binary(_min_reducer, min)  # noqa: A001
 
 __all__ = [
     "abs", "all", "any", "call_extern", "cast", "ceil", "cos", "erf", "exp", "exp2", "floor",
-    "fma", "if_then_else", "log", "log2", "logical_not", "max", "min", "pow", "round", "rsqrt",
+    "fma", "if_then_else", "log", "log2", "logical_not", "max", "min", "pow", "reinterpret", "round", "rsqrt",
     "sigmoid", "sin", "sqrt", "tanh", "trunc", "lower", "lower_schedule", "comm_reducer",
     "max_value", "min_value", "sum", "Schedule", "Stage", "create_schedule", "ComputeOp",
     "ExternOp", "Operation", "PlaceholderOp", "ScanOp", "Tensor", "compute", "extern",
