@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -214,6 +215,14 @@ def parse(value: object) -> DType:
     if kind in valid and bits not in valid[kind]:
         raise DTypeError(f"unknown dtype {value!r}: {kind} has no {bits}-bit variant")
     return DType(kind, bits, int(lanes_text) if lanes_text else 1)
+
+
+@functools.lru_cache(maxsize=256)
+def numpy_dtype(name: str | np.dtype) -> np.dtype:
+    """The numpy dtype of an ember dtype name ("float32", "bfloat16", "float8e4m3fn", ...)."""
+    if isinstance(name, np.dtype):
+        return name
+    return parse(name).numpy
 
 
 def promote(a: DType, b: DType) -> DType:
