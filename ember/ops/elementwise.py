@@ -17,6 +17,7 @@ from ember import te
 from ember.dtype import DType
 from ember.errors import ShapeError, UnsupportedOpError
 from ember.types import TensorType
+from ember.ops import lowp
 from ember.ops.registry import REQUIRED, Attrs, OpDef, Pattern
 from ember.te.tensor import Tensor
 from ember.tir.expr import (
@@ -27,6 +28,7 @@ FLOATS = "f"
 INTS = "iu"
 NUMBERS = "fiu"
 ANY = "fiub"
+STORED = "fiubs"   # also the storage-only types: ops that only move or convert bits
 
 
 def broadcast_shape(*shapes: Sequence[int]) -> tuple[int, ...]:
@@ -57,12 +59,15 @@ def shape_of(t: Tensor) -> tuple[int, ...]:
 
 
 def _kind(d: DType) -> str:
+    """f, i, u, b; "s" for storage-only types (bfloat16, float8, int4, ...)."""
+    if d.is_storage_only:
+        return "s"
     return "b" if d.is_bool else {"float": "f", "int": "i", "uint": "u"}[d.kind]
 
 
 def check_kinds(op: str, kinds: str, *types: TensorType) -> None:
     """Raise ShapeError when an input's element type is not of the allowed kinds."""
-    names = {"f": "float", "i": "int", "u": "uint", "b": "bool"}
+    names = {"f": "float", "i": "int", "u": "uint", "b": "bool", "s": "storage-only"}
     for t in types:
         if _kind(t.dtype) not in kinds:
             allowed = "/".join(names[k] for k in kinds)
@@ -333,6 +338,9 @@ def _check_gelu(attrs: Attrs) -> None:
 ONNX_DTYPES: dict[int, DType] = {
     1: dt.float32, 2: dt.uint8, 3: dt.int8, 4: dt.uint16, 5: dt.int16, 6: dt.int32,
     7: dt.int64, 9: dt.bool_, 10: dt.float16, 11: dt.float64, 12: dt.uint32, 13: dt.uint64,
+    16: dt.bfloat16, 17: dt.float8e4m3fn, 18: dt.float8e4m3fnuz, 19: dt.float8e5m2,
+    20: dt.float8e5m2fnuz, 21: dt.uint4, 22: dt.int4, 23: dt.float4e2m1, 24: dt.float8e8m0,
+    25: dt.uint2, 26: dt.int2,
 }
 
 
@@ -344,10 +352,30 @@ def onnx_dtype(code: int) -> DType:
     return ONNX_DTYPES[code]
 
 
-def _cast(x: Expr, to: DType) -> Expr:
-    if to.is_bool and not x.dtype.is_bool:
-        return x != const_like(0, x)
-    return x.astype(to)
+def _cast(x: Expr, to: DType, attrs: Attrs | None = None) -> Expr:
+    """ONNX Cast; storage-only types (bfloat16, float8, int4, ...) convert in ember.ops.lowp."""
+    attrs = attrs or {}
+    round_mode = str(attrs.get("round_mode", "up"))
+    if round_mode not in lowp.ROUND_MODES:
+        raise UnsupportedOpError(f"Cast: round_mode={round_mode!r} is not supported (one of "
+                                 f"{', '.join(lowp.ROUND_MODES)})")
+    return lowp.convert(x, to, bool(attrs.get("saturate", 1)), round_mode)
+
+
+def _bit_cast(x: Expr, attrs: Attrs) -> Expr:
+    to = onnx_dtype(int(attrs["to"]))
+    if x.dtype.is_bool:                 # a bool is the byte 0 or 1
+        return lowp.native_cast(x, to)
+    return te.reinterpret(x, to)
+
+
+def _bit_cast_to(attrs: Attrs, x: TensorType) -> DType:
+    to = onnx_dtype(int(attrs["to"]))
+    if to.is_bool or x.dtype.storage_bytes != to.storage_bytes or to.bits < 8 \
+            or x.dtype.bits < 8 and not x.dtype.is_bool:
+        raise UnsupportedOpError(f"BitCast: {x.dtype} and {to} differ in width (BitCast needs "
+                                 "types of one size of at least a byte; bool only as input)")
+    return to
 
 
 def _cast_like(attrs: Attrs, tensors: Sequence[Tensor | None]) -> list[Tensor]:
@@ -359,7 +387,7 @@ def _cast_like(attrs: Attrs, tensors: Sequence[Tensor | None]) -> list[Tensor]:
     origin = tuple(te.const(0) for _ in like.shape)
 
     def body(*i: Expr) -> Expr:
-        return te.if_then_else(te.const(True), _cast(x[i], to), like[origin])
+        return te.if_then_else(te.const(True), _cast(x[i], to, attrs), like[origin])
 
     return [te.compute(shape_of(x), body, name="castlike", tag="CastLike")]  # type: ignore
 
@@ -453,16 +481,19 @@ _UNARY: list[OpDef] = [
     unary("Atanh", te.atanh, FLOATS, inputs=("input",)),
     unary("Shrink", _shrink, NUMBERS, {"bias": 0.0, "lambd": 0.5}, inputs=("input",)),
     unary("BitwiseNot", lambda x: Not(x), INTS),
-    unary("Identity", lambda x: x, ANY, inputs=("input",)),
+    unary("Identity", lambda x: x, STORED, inputs=("input",)),
+
     unary("IsNaN", lambda x: x != x, FLOATS, out_dtype="bool"),  # noqa: PLR0124
     unary("IsInf", _is_inf, FLOATS, {"detect_negative": 1, "detect_positive": 1},
           out_dtype="bool"),
     unary("Not", lambda x: Not(x), "b"),
     unary("Clip", _clip, NUMBERS, {"min": None, "max": None}, inputs=("input", "min", "max"),
           attr_inputs=("min", "max")),
-    unary("Cast", lambda x, a: _cast(x, onnx_dtype(int(a["to"]))), ANY,
+    unary("Cast", lambda x, a: _cast(x, onnx_dtype(int(a["to"])), a), STORED,
           {"to": REQUIRED, "saturate": 1, "round_mode": "up"}, inputs=("input",),
           out_dtype=_cast_to),
+    unary("BitCast", _bit_cast, STORED, {"to": REQUIRED}, inputs=("input",),
+          out_dtype=_bit_cast_to),
     _with_infer_check(
         unary("Dropout", _dropout, FLOATS, {"seed": None, "ratio": 0.5, "training_mode": 0},
               inputs=("data", "ratio", "training_mode"), attr_inputs=("ratio", "training_mode"),

@@ -2,8 +2,9 @@
 
 from ember.te.intrinsics import (
     abs, acos, acosh, all, any, asin, asinh, atan, atanh, call_extern, cast, ceil, cos, erf, exp,
-    exp2, floor, fma, if_then_else, log, log2, logical_not, max, min, pow, round, rsqrt, sigmoid,
-    sin, sqrt, tanh, trunc,
+    exp2, floor, fma, if_then_else, log, log2, logical_not, max, min, pow, reinterpret, round,
+    rsqrt, sigmoid, sin, sqrt, tanh, trunc,
+
 )
 from ember.te.lower import lower, lower_schedule
 from ember.te.reduction import comm_reducer, max_value, min_value
@@ -43,7 +44,9 @@ min = _reducer_or_binary(_min_reducer, min)  # noqa: A001
 __all__ = [
     "abs", "acos", "acosh", "all", "any", "asin", "asinh", "atan", "atanh", "call_extern",
     "cast", "ceil", "cos", "erf", "exp", "exp2", "floor",
-    "fma", "if_then_else", "log", "log2", "logical_not", "max", "min", "pow", "round", "rsqrt",
+    "fma", "if_then_else", "log", "log2", "logical_not", "max", "min", "pow", "reinterpret",
+    "round", "rsqrt",
+
     "sigmoid", "sin", "sqrt", "tanh", "trunc", "lower", "lower_schedule", "comm_reducer",
     "max_value", "min_value", "sum", "Schedule", "Stage", "create_schedule", "ComputeOp",
     "ExternOp", "Operation", "PlaceholderOp", "ScanOp", "Tensor", "compute", "extern",
