@@ -198,7 +198,6 @@ EXPECTED_FAILURES: dict[str, tuple[str, ...]] = {
         'test_castlike_FLOAT_to_BFLOAT16_expanded',
         'test_celu_bfloat16',
         'test_celu_bfloat16_expanded',
-        'test_compress_bfloat16',
         'test_einsum_batch_matmul_bfloat16',
         'test_einsum_sum_bfloat16',
         'test_einsum_transpose_bfloat16',
@@ -206,7 +205,6 @@ EXPECTED_FAILURES: dict[str, tuple[str, ...]] = {
         'test_range_bfloat16_type_positive_delta',
         'test_range_bfloat16_type_positive_delta_expanded',
         'test_reversesequence_bfloat16',
-        'test_unique_bfloat16_sorted_without_axis',
     ),
     'data type string is not supported': (
         'test_ai_onnx_ml_label_encoder_string_int',
