@@ -37,6 +37,7 @@ except ImportError as _err:  # pragma: no cover - onnx is an optional dependency
 
 from ember.frontend.onnx_control import CONVERTERS as CONTROL_CONVERTERS
 from ember.frontend.onnx_control import MAX_UNROLLED_NODES, count_nodes
+from ember.frontend.onnx_compose import CONVERTERS as COMPOSED_CONVERTERS
 from ember.frontend.onnx_dynamic import CONVERTERS as DATA_DEPENDENT_CONVERTERS
 from ember.frontend.onnx_quant import CONVERTERS as QUANTIZED_CONVERTERS
 from ember.frontend.onnx_widen import widened
@@ -1012,5 +1013,6 @@ CONVERTERS: dict[str, Converter] = {
 }
 CONVERTERS.update(QUANTIZED_CONVERTERS)
 CONVERTERS.update(DATA_DEPENDENT_CONVERTERS)
+CONVERTERS.update(COMPOSED_CONVERTERS)
 CONVERTERS.update(SEQUENCE_CONVERTERS)
 CONVERTERS.update(CONTROL_CONVERTERS)

@@ -365,10 +365,6 @@ EXPECTED_FAILURES: dict[str, tuple[str, ...]] = {
         'test_det_2d',
         'test_det_nd',
     ),
-    'op MaxUnpool not supported': (
-        'test_maxunpool_export_with_output_shape',
-        'test_maxunpool_export_without_output_shape',
-    ),
     'op STFT not supported': (
         'test_stft',
         'test_stft_with_window',

@@ -110,3 +110,55 @@ def test_bad_attributes_and_shapes() -> None:
         compress({}, [x, np.ones((2, 3), bool)])
     with pytest.raises(ShapeError, match=r"Compress: axis -3 is out of range"):
         compress({"axis": -3}, [x, np.ones(2, bool)])
+
+
+def test_max_unpool_after_max_pool() -> None:
+    """MaxPool's indices at run time, then MaxUnpool: against onnxruntime at the default
+    shape; a larger output_shape pads that result at the end of each spatial axis (ONNX's
+    definition; onnxruntime reads the indices in the larger shape instead)."""
+    rng = np.random.default_rng(6)
+    results = []
+    x = rng.standard_normal((2, 3, 6, 8)).astype(np.float32)
+    for output_shape in (None, [2, 3, 7, 9]):
+        inputs = ["pooled", "where"] + (["shape"] if output_shape else [])
+        inits = [nh.from_array(np.array(output_shape, np.int64), "shape")] if output_shape \
+            else []
+        model = model_of(
+            [h.make_node("MaxPool", ["x"], ["pooled", "where"], kernel_shape=[2, 2],
+                         strides=[2, 2]),
+             h.make_node("MaxUnpool", inputs, ["y"], kernel_shape=[2, 2], strides=[2, 2])],
+            [h.make_tensor_value_info("x", T.FLOAT, [2, 3, 6, 8])],
+            [h.make_tensor_value_info("y", T.FLOAT, output_shape or [2, 3, 6, 8])], inits,
+            opset=11)
+        compiled = ember.compile(model)
+        if output_shape is None:
+            assert_matches_ort(model, {"x": x}, compiled)
+        results.append(compiled.run({"x": x})[0])
+    default, padded = results
+    # each 2x2 window keeps only its maximum, in place
+    windows = x.reshape(2, 3, 3, 2, 4, 2).max(axis=(3, 5))
+    kept = x == np.repeat(np.repeat(windows, 2, 2), 2, 3)
+    np.testing.assert_array_equal(default, np.where(kept, x, 0))
+    np.testing.assert_array_equal(padded, np.pad(default, [(0, 0), (0, 0), (0, 1), (0, 1)]))
+
+
+def test_max_unpool_errors() -> None:
+    from ember.frontend.onnx import from_onnx
+    from ember.frontend.onnx_compose import unpooled_shape
+
+    with pytest.raises(ShapeError, match=r"MaxUnpool: kernel_shape \(2,\) must give one size "
+                                         r"per spatial axis"):
+        unpooled_shape({"kernel_shape": [2]}, (1, 1, 4, 4))
+    with pytest.raises(ShapeError, match=r"strides \(2,\) and pads .* must have 2 and 4"):
+        unpooled_shape({"kernel_shape": [2, 2], "strides": [2]}, (1, 1, 4, 4))
+    with pytest.raises(ShapeError, match=r"must be >= 1 and pads >= 0"):
+        unpooled_shape({"kernel_shape": [2, 0]}, (1, 1, 4, 4))
+    small = nh.from_array(np.array([1, 1, 3, 3], np.int64), "shape")
+    model = model_of([h.make_node("MaxUnpool", ["x", "i", "shape"], ["y"], kernel_shape=[2, 2],
+                                  strides=[2, 2])],
+                     [h.make_tensor_value_info("x", T.FLOAT, [1, 1, 2, 2]),
+                      h.make_tensor_value_info("i", T.INT64, [1, 1, 2, 2])],
+                     [h.make_tensor_value_info("y", T.FLOAT, [1, 1, 3, 3])], [small])
+    with pytest.raises(ShapeError, match=r"node 'maxunpool_0' \(MaxUnpool\): output_shape "
+                                         r"\(1, 1, 3, 3\) must keep N and C and be at least"):
+        from_onnx(model)
