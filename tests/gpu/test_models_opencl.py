@@ -41,7 +41,7 @@ ZOO = [("resnet18", {"image_size": 32}),
        ("squeezenet", {"image_size": 32}),
        pytest.param("resnet50", {"image_size": 32}, marks=pytest.mark.heavy),
        pytest.param("mobilenet_v2", {"image_size": 32}, marks=pytest.mark.heavy),
-       pytest.param("bert", {"layers": 1, "seq_len": 16}, marks=pytest.mark.heavy)]
+       ("bert", {"layers": 1, "seq_len": 16})]
 
 
 def test_every_zoo_model_runs_here():
