@@ -90,3 +90,66 @@ uint3 ember_thread [[thread_position_in_threadgroup]]) {
     assert "foreign token '__global'" in metal_problems(good.replace("device", "__global"))
     assert any("buffer indices [0, 2]" in p
                for p in metal_problems(good.replace("buffer(1)", "buffer(2)")))
+
+
+class PtxCheckingDevice:
+    """A stand-in for ember.runtime.cuda.CudaDevice (no GPU here) that checks what the CUDA
+    executor sends: every launch names a PTX entry, with as many arguments as it declares."""
+
+    kind = "cuda"
+
+    def __init__(self):
+        self.entries = {}
+        self.launches = 0
+        self.next = 256
+
+    def build(self, ptx):
+        import re
+
+        for name, params in re.findall(r"\.entry (\w+)\((.*?)\)", ptx, flags=re.S):
+            self.entries[name] = params.count(".param")
+        return ptx
+
+    def alloc(self, nbytes):
+        self.next += (max(nbytes, 4) + 255) // 256 * 256
+        return self.next
+
+    def copy_in(self, buffer, array, offset=0):
+        pass
+
+    def copy_out(self, array, buffer, offset=0):
+        pass
+
+    def launch(self, program, name, args, grid, block):
+        assert len(args) == self.entries[name], name
+        assert all(g >= 1 for g in grid) and 1 <= block[0] * block[1] * block[2] <= 1024
+        self.launches += 1
+
+    def synchronize(self):
+        pass
+
+    @staticmethod
+    def buffer_args(buffer, offset):
+        from ember.runtime.cuda import CudaDevice
+
+        return CudaDevice.buffer_args(buffer, offset)
+
+    @staticmethod
+    def scalar_arg(value, dtype):
+        from ember.runtime.cuda import CudaDevice
+
+        return CudaDevice.scalar_arg(value, dtype)
+
+
+@pytest.mark.parametrize("name", ["resnet18", "lstm_lm"])
+def test_cuda_executor_launches_match_the_ptx(name):
+    from ember.driver_gpu import compile_gpu
+    from ember.target import Target
+    from ember.zoo import random_inputs
+
+    model = build_model(name, **SMALL[name])
+    device = PtxCheckingDevice()
+    compiled = compile_gpu(model, Target("cuda -codegen=llvm -arch=sm_90"), device=device,
+                           cache=False)
+    compiled.run(random_inputs(model, seed=0))
+    assert device.launches >= len(device.entries) > 0
