@@ -12,8 +12,8 @@ and onnxruntime on the symbolic model. Each process is its own, so neither ember
 the other's caches or allocations. The workers build one at a time, then take turns: one
 untimed run and a block of timed runs each, in a rotating order, so machine noise is shared.
 Latency is the median (the minimum too, in --json); ratios are against the static build. A
-batch whose slowest variant would take more than --max-seconds gets fewer runs. Outputs are checked against
-onnxruntime's.
+batch whose slowest variant would take more than --max-seconds gets fewer runs. Outputs are
+checked against onnxruntime's.
 """
 
 from __future__ import annotations
