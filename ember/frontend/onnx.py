@@ -989,7 +989,14 @@ def convert_range(imp: _Importer, ctx: NodeContext) -> list[Value | None] | None
     return None
 
 
+def convert_dft(imp: _Importer, ctx: NodeContext) -> None:
+    """DFT before opset 20 has `axis` as an attribute defaulting to 1 (then an input, -2)."""
+    if ctx.opset < 20:
+        ctx.attrs.setdefault("axis", 1)
+
+
 CONVERTERS: dict[str, Converter] = {
+    "DFT": convert_dft,
     "Constant": convert_constant,
     "Identity": convert_identity,
     "Dropout": convert_dropout,
