@@ -223,3 +223,16 @@ def test_dtype_names_storage_and_containers() -> None:
     assert dt.bfloat16.storage == dt.uint16 and dt.bfloat16.compute == dt.float32
     assert dt.numpy_dtype("float4e2m1") == np.dtype(ml_dtypes.float4_e2m1fn)
     assert dt.float4e2m1.storage_bytes == 1
+
+
+@pytest.mark.parametrize("name", ["bfloat16", "float8e4m3fnuz", "float8e5m2", "int4"])
+def test_portable_c_gives_the_same_bits(name: str) -> None:
+    code, _ = {**FLOATS, **INTS}[name]
+    x = _edge_and_random("float32")[::7]
+    (llvm,) = run_op("Cast", [x], {"to": code})
+    (c,) = run_op("Cast", [x], {"to": code}, target="c")
+    np.testing.assert_array_equal(_bits(c), _bits(llvm))
+    (back,) = run_op("Cast", [c], {"to": 1}, target="c")
+    np.testing.assert_array_equal(back, llvm.astype(np.float32))
+    (bits,) = run_op("BitCast", [x], {"to": 6}, target="c")
+    np.testing.assert_array_equal(bits, x.view(np.int32))
