@@ -48,7 +48,10 @@ def widened(imp: _Importer, ctx: NodeContext,
     values: list[Value | None] = []
     for i, v in enumerate(ctx.values):
         if i in narrow and v is not None:
-            v = _cast(imp, v, v.type.dtype.compute, f"{ctx.label}/widen{i}")
+            wide = _cast(imp, v, v.type.dtype.compute, f"{ctx.label}/widen{i}")
+            if v in imp.deps:        # the graph inputs it comes from, for specialization
+                imp.deps[wide] = imp.deps[v]
+            v = wide
         values.append(v)
     outputs = list(convert(NodeContext(ctx.node, ctx.label, ctx.opsets, values, ctx.env,
                                        ctx.attrs)))
