@@ -44,6 +44,8 @@ _FUNCTIONS = {
     "expf": "exp", "exp2f": "exp2", "logf": "log", "log2f": "log2", "sqrtf": "sqrt",
     "tanhf": "tanh", "powf": "pow", "floorf": "floor", "ceilf": "ceil",
     "nearbyintf": "rint", "truncf": "trunc", "fabsf": "fabs", "sinf": "sin", "cosf": "cos",
+    "asinf": "asin", "acosf": "acos", "atanf": "atan", "asinhf": "asinh", "acoshf": "acosh",
+    "atanhf": "atanh",
     "fmaf": "fma", "erff": "ember_erf",
 }
 
