@@ -9,7 +9,8 @@ import re
 METAL_FUNCTIONS = {
     "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "pow", "floor", "ceil", "rint",
     "trunc", "fabs", "sin", "cos", "fma", "fmin", "fmax", "min", "max", "abs", "copysign",
-    "threadgroup_barrier", "as_type", "asin", "acos", "atan", "asinh", "acosh", "atanh", "isnan", "isinf", "select", "clamp", "half", "float",
+    "threadgroup_barrier", "as_type", "asin", "acos", "atan", "asinh", "acosh", "atanh",
+    "isnan", "isinf", "select", "clamp", "half", "float",
     "int", "uint", "ushort", "short", "char", "uchar", "long", "ulong", "bool",
 }
 KEYWORDS = {"if", "for", "while", "return", "sizeof", "switch"}
