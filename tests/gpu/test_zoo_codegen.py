@@ -25,55 +25,64 @@ def test_every_zoo_model_has_a_small_configuration():
     assert set(MODELS) <= set(SMALL), sorted(set(MODELS) - set(SMALL))
 
 
-def kernel_names(model, target):
+def groups_of(model, target):
     from ember.driver_gpu import _groups
-    from ember.lowering.gpu_program import lower_group_program
     from ember.target import Target
 
-    _, _, groups = _groups(model, Target(target), 3, None, None)
-    names, seen = set(), set()
-    for g in groups:
-        if g.symbol not in seen:
-            seen.add(g.symbol)
-            names |= {k.name for k in lower_group_program(g, Target(target))[0].kernels}
-    return names
+    return _groups(model, Target(target), 3, None, None)[2]
+
+
+def llvm_code(model, target):
+    """(PTX text or code object, the names of the kernels the launches run)."""
+    from ember.lowering.gpu_program import llvm_code as build
+    from ember.target import Target
+
+    code, launches, _ = build(groups_of(model, target), Target(target))
+    return code, {a.kernel for per_group in launches.values() for a in per_group}
+
+
+def source(model, target):
+    """(the model's source, the names of the kernels the launches run)."""
+    from ember.driver_gpu import _codes
+    from ember.lowering.gpu_program import model_source
+    from ember.target import Target
+
+    codes = _codes(groups_of(model, target), Target(target), None)
+    names = {a.kernel for c in codes.values() for a in c.launches}
+    return model_source(list(codes.values()), Target(target)), names
 
 
 @pytest.mark.parametrize("name", DISTINCT)
 def test_cuda_ptx_assembles_for_every_zoo_model(name, ptxas_tool):
     from ember.codegen.nvptx import assemble_ptx
-    from ember.driver_gpu import model_llvm_code
     from ember.runtime.elf import read_elf
 
-    model = build_model(name, **SMALL[name])
-    ptx = model_llvm_code(model, "cuda -arch=sm_90")
+    ptx, names = llvm_code(build_model(name, **SMALL[name]), "cuda -arch=sm_90")
     cubin = read_elf(assemble_ptx(ptx, "sm_90"), f"{name} cubin")
     assert cubin.machine == EM_CUDA
-    assert ptx.count(".entry") == len(kernel_names(model, "cuda")) > 0
+    assert ptx.count(".entry") == len(names) > 0
+    assert all(f".entry {k}(" in ptx for k in names)
 
 
 @pytest.mark.parametrize("name", DISTINCT)
 def test_rocm_code_object_for_every_zoo_model(name):
-    from ember.driver_gpu import model_llvm_code
     from ember.runtime.elf import ET_DYN, STT_OBJECT, read_elf
 
-    model = build_model(name, **SMALL[name])
-    elf = read_elf(model_llvm_code(model, "rocm -mcpu=gfx90a"), f"{name} code object")
+    code, names = llvm_code(build_model(name, **SMALL[name]), "rocm -mcpu=gfx90a")
+    elf = read_elf(code, f"{name} code object")
     assert elf.type == ET_DYN and elf.machine == EM_AMDGPU
-    names = kernel_names(model, "rocm")
     assert names and all(elf.defines(k + ".kd", STT_OBJECT) for k in names)
 
 
 @pytest.mark.parametrize("name", DISTINCT)
 def test_metal_and_cuda_source_for_every_zoo_model(name):
-    from ember.driver_gpu import model_source
-
     model = build_model(name, **SMALL[name])
-    metal = model_source(model, "metal")
+    metal, names = source(model, "metal")
     assert metal_problems(metal) == []
-    assert metal.count("kernel void ") == len(kernel_names(model, "metal"))
-    cuda = model_source(model, "cuda")
-    assert cuda.count('extern "C" __global__') == len(kernel_names(model, "cuda"))
+    assert metal.count("kernel void ") == len(names) > 0
+    assert all(f"kernel void {k}(" in metal for k in names)
+    cuda, names = source(model, "cuda")
+    assert cuda.count('extern "C" __global__') == len(names) > 0
 
 
 def test_metal_lint_finds_what_a_compiler_would_reject():
