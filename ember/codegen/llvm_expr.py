@@ -11,6 +11,7 @@ from ember.codegen import intrinsics
 from ember.dtype import DType
 from ember.errors import CodegenError
 from ember.tir.expr import (
+    BitwiseAnd, BitwiseOr, BitwiseXor,
     EQ, GE, GT, LE, LT, NE, Add, And, Broadcast, Call, Cast, CompareOp, Div, Expr, FloatImm,
     FloorDiv, FloorMod, IntImm, Let, Load, Max, Min, Mul, Not, Or, Ramp, Select, Sub, Var,
 )
@@ -343,6 +344,15 @@ class ExprEmitter:
 
     def emit_Or(self, e: Or) -> ir.Value:
         return self.builder.or_(self.expr(e.a), self.expr(e.b))
+
+    def emit_BitwiseAnd(self, e: BitwiseAnd) -> ir.Value:
+        return self.builder.and_(self.expr(e.a), self.expr(e.b))
+
+    def emit_BitwiseOr(self, e: BitwiseOr) -> ir.Value:
+        return self.builder.or_(self.expr(e.a), self.expr(e.b))
+
+    def emit_BitwiseXor(self, e: BitwiseXor) -> ir.Value:
+        return self.builder.xor(self.expr(e.a), self.expr(e.b))
 
     def emit_Not(self, e: Not) -> ir.Value:
         return self.builder.not_(self.expr(e.a))

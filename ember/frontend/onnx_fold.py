@@ -69,7 +69,8 @@ def tensor_array(tensor: onnx.TensorProto, where: str) -> np.ndarray:
 def attribute_value(attr: AttributeProto, where: str) -> Any:
     """An ONNX attribute as a Python value: ints, floats, str, numpy arrays, tuples of those.
 
-    Graph attributes stay GraphProtos (only converters that inline them accept them)."""
+    Graph attributes stay GraphProtos (only converters that inline them accept them), type
+    attributes TypeProtos."""
     kind = attr.type
     if kind == AttributeProto.INT:
         return int(attr.i)
@@ -81,6 +82,8 @@ def attribute_value(attr: AttributeProto, where: str) -> Any:
         return tensor_array(attr.t, f"{where}: attribute '{attr.name}'")
     if kind == AttributeProto.GRAPH:
         return attr.g
+    if kind == AttributeProto.TYPE_PROTO:
+        return attr.tp
     if kind == AttributeProto.INTS:
         return tuple(int(v) for v in attr.ints)
     if kind == AttributeProto.FLOATS:

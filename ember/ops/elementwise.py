@@ -20,7 +20,9 @@ from ember.types import TensorType
 from ember.ops import lowp
 from ember.ops.registry import REQUIRED, Attrs, OpDef, Pattern
 from ember.te.tensor import Tensor
-from ember.tir.expr import Div, Expr, FloorMod, Not, Select, const
+from ember.tir.expr import (
+    BitwiseAnd, BitwiseOr, BitwiseXor, Div, Expr, FloorMod, Not, Select, const,
+)
 
 FLOATS = "f"
 INTS = "iu"
@@ -313,6 +315,19 @@ def _is_inf(x: Expr, attrs: Attrs) -> Expr:
     return te.const(False)
 
 
+def _shrink(x: Expr, attrs: Attrs) -> Expr:
+    """x + bias below -lambd, x - bias above lambd, else 0 (integers compare exactly: the
+    attributes are floats, so the comparison runs in float64)."""
+    lambd, bias = float(attrs["lambd"]), float(attrs["bias"])
+    wide = x if x.dtype.is_float else x.astype("float64")
+    low = wide < const_like(-lambd, wide)
+    high = wide > const_like(lambd, wide)
+    # for integers, x -/+ bias is computed in float64 and truncated, as onnxruntime does
+    shrunk_high = (wide - const_like(bias, wide)).astype(x.dtype)
+    shrunk_low = (wide + const_like(bias, wide)).astype(x.dtype)
+    return Select(low, shrunk_low, Select(high, shrunk_high, _zero(x)))
+
+
 def _check_gelu(attrs: Attrs) -> None:
     if attrs["approximate"] not in ("none", "tanh"):
         raise UnsupportedOpError(f"Gelu: approximate must be 'none' or 'tanh', got "
@@ -458,7 +473,16 @@ _UNARY: list[OpDef] = [
           inputs=("input",)),
     unary("Cosh", lambda x: (te.exp(x) + te.exp(-x)) * const_like(0.5, x), FLOATS,
           inputs=("input",)),
+    unary("Asin", te.asin, FLOATS, inputs=("input",)),
+    unary("Acos", te.acos, FLOATS, inputs=("input",)),
+    unary("Atan", te.atan, FLOATS, inputs=("input",)),
+    unary("Asinh", te.asinh, FLOATS, inputs=("input",)),
+    unary("Acosh", te.acosh, FLOATS, inputs=("input",)),
+    unary("Atanh", te.atanh, FLOATS, inputs=("input",)),
+    unary("Shrink", _shrink, NUMBERS, {"bias": 0.0, "lambd": 0.5}, inputs=("input",)),
+    unary("BitwiseNot", lambda x: Not(x), INTS),
     unary("Identity", lambda x: x, STORED, inputs=("input",)),
+
     unary("IsNaN", lambda x: x != x, FLOATS, out_dtype="bool"),  # noqa: PLR0124
     unary("IsInf", _is_inf, FLOATS, {"detect_negative": 1, "detect_positive": 1},
           out_dtype="bool"),
@@ -525,6 +549,9 @@ _NARY: list[OpDef] = [
     nary("And", lambda a, b: a & b, "b"),
     nary("Or", lambda a, b: a | b, "b"),
     nary("Xor", lambda a, b: a != b, "b"),
+    nary("BitwiseAnd", lambda a, b: BitwiseAnd(a, b), INTS),
+    nary("BitwiseOr", lambda a, b: BitwiseOr(a, b), INTS),
+    nary("BitwiseXor", lambda a, b: BitwiseXor(a, b), INTS),
     nary("BitShift", _bit_shift, INTS, inputs=("X", "Y"), attrs={"direction": REQUIRED},
          check=_check_bit_shift),
     nary("Where", _where, ANY, inputs=("condition", "X", "Y"), same_types=0, dtype_from=1,

@@ -89,6 +89,30 @@ def cos(x: ExprLike) -> Expr:
     return _float_call("cos", x)
 
 
+def asin(x: ExprLike) -> Expr:
+    return _float_call("asin", x)
+
+
+def acos(x: ExprLike) -> Expr:
+    return _float_call("acos", x)
+
+
+def atan(x: ExprLike) -> Expr:
+    return _float_call("atan", x)
+
+
+def asinh(x: ExprLike) -> Expr:
+    return _float_call("asinh", x)
+
+
+def acosh(x: ExprLike) -> Expr:
+    return _float_call("acosh", x)
+
+
+def atanh(x: ExprLike) -> Expr:
+    return _float_call("atanh", x)
+
+
 def pow(x: ExprLike, y: ExprLike) -> Expr:  # noqa: A001
     a, b = _pair(x, y)
     if not a.dtype.is_float:

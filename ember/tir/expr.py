@@ -266,6 +266,20 @@ class Or(BinaryOp):
     pass
 
 
+# bitwise operations on integers (And / Or / Not are the logical ones, on bools; Not on an
+# integer is its bitwise complement)
+class BitwiseAnd(BinaryOp):
+    pass
+
+
+class BitwiseOr(BinaryOp):
+    pass
+
+
+class BitwiseXor(BinaryOp):
+    pass
+
+
 @dataclass(frozen=True, eq=False, repr=False)
 class Not(Expr):
     a: Expr
