@@ -43,7 +43,7 @@ def widened(imp: _Importer, ctx: NodeContext,
               if v is not None and v.type.dtype.is_storage_only}
     if not narrow or ctx.op in CONVERSIONS:
         return None
-    from ember.frontend.onnx import NodeContext
+    from ember.frontend.onnx import _UNKNOWN, NodeContext
 
     values: list[Value | None] = []
     for i, v in enumerate(ctx.values):
@@ -57,7 +57,7 @@ def widened(imp: _Importer, ctx: NodeContext,
                                        ctx.attrs)))
     params = _type_params(ctx.op, ctx.opset, ctx.node.domain)
     for k, out in enumerate(outputs):
-        if out is None:
+        if out is None or out is _UNKNOWN:   # not imported: the problem is recorded
             continue
         target = _output_type(k, out, narrow, params)
         if target is not None:
