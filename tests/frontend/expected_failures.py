@@ -20,7 +20,6 @@ EXPECTED_FAILURES: dict[str, tuple[str, ...]] = {
         'test_attention_4d_causal_padded_kv_bf16_expanded',
         'test_attention_4d_padded_kv_bf16_expanded',
         'test_range_bfloat16_type_positive_delta_expanded',
-        'test_reversesequence_bfloat16',
     ),
     'data type string is not supported': (
         'test_ai_onnx_ml_label_encoder_string_int',
@@ -166,10 +165,6 @@ EXPECTED_FAILURES: dict[str, tuple[str, ...]] = {
     'op MaxUnpool not supported': (
         'test_maxunpool_export_with_output_shape',
         'test_maxunpool_export_without_output_shape',
-    ),
-    'op ReverseSequence not supported': (
-        'test_reversesequence_batch',
-        'test_reversesequence_time',
     ),
     'op STFT not supported': (
         'test_stft',
