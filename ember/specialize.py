@@ -131,6 +131,9 @@ class SpecializedModel:
         self._steps: dict[Any, _Step] = {}
         self._declared = {vi.name for vi in self.inputs if vi.name not in self.input_shapes
                           and _declared_shape(vi) is not None}
+        # per input: the dims each run's shape must fit (None: any), read from the proto
+        # once, since every run checks them
+        self._fits = {vi.name: _declared_dims(vi) for vi in self.inputs}
         # sequence and optional inputs: their structure (element shapes) is part of each key
         self._containers = {vi.name: vi.type for vi in self.inputs
                             if not is_tensor_type(vi.type)}
@@ -228,12 +231,9 @@ class SpecializedModel:
                 raise ArgumentError(f"input '{vi.name}': shape {tuple(shape)}, but the model "
                                     f"was compiled with input_shapes {fixed}")
             return
-        tensor = vi.type.tensor_type
-        if not tensor.HasField("shape"):
+        declared = self._fits[vi.name]
+        if declared is None:
             return
-        dims = tensor.shape.dim
-        declared = tuple(d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else None
-                         for d in dims)
         if len(declared) != len(shape) or any(d is not None and d != s
                                               for d, s in zip(declared, shape)):
             text = "(" + ", ".join("?" if d is None else str(d) for d in declared) + ")"
@@ -322,6 +322,16 @@ def needs_specialization(model: Any, input_shapes: Mapping[str, Sequence[int]] |
         if any(not (d.HasField("dim_value") and d.dim_value > 0) for d in tensor.shape.dim):
             return True
     return False
+
+
+def _declared_dims(vi: Any) -> tuple[int | None, ...] | None:
+    """The input's dims, None for each one left open (symbolic, unknown, <= 0); None when
+    the input declares no shape."""
+    tensor = vi.type.tensor_type
+    if vi.type.WhichOneof("value") != "tensor_type" or not tensor.HasField("shape"):
+        return None
+    return tuple(int(d.dim_value) if d.HasField("dim_value") and d.dim_value > 0 else None
+                 for d in tensor.shape.dim)
 
 
 def _declared_shape(vi: Any) -> tuple[int, ...] | None:

@@ -62,7 +62,7 @@ def run(args: argparse.Namespace, input_shapes: dict[str, Sequence[int]] | None)
                 raise TuningError(f"--tasks {args.tasks!r}: no task of the model matches "
                                   "(give anchor op names or task key prefixes)")
         settings = MeasureSettings(repeat=args.repeat, timeout=args.timeout)
-        with LocalRunner(settings) as runner:
+        with LocalRunner(settings, workers=args.workers) as runner:
             states = tune(tasks, db, runner, trials=args.trials,
                           budget_seconds=parse_budget(args.budget), search=args.search,
                           progress=True)
@@ -79,6 +79,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tasks", default=None, help="only these anchor ops / task keys (a,b)")
     p.add_argument("--repeat", type=int, default=5, help="timed runs per candidate")
     p.add_argument("--timeout", type=float, default=30.0, help="seconds per candidate")
+    p.add_argument("--workers", type=int, default=1,
+                   help="measuring processes: builds in parallel, timings one at a time")
     p.add_argument("--report", action="store_true", help="print the records and exit")
 
 

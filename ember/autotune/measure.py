@@ -15,6 +15,7 @@ GPU kernels are (ember.autotune.gpu_measure).
 
 from __future__ import annotations
 
+import contextlib
 import math
 import multiprocessing
 import os
@@ -173,32 +174,39 @@ class WorkerState:
 
 
 def measure_one(task: Measurable, point: Mapping[str, Any], settings: MeasureSettings,
-                state: WorkerState | None = None) -> MeasureResult:
-    """Build, check and time one candidate in this process (exceptions become errors)."""
+                state: WorkerState | None = None, timing: Any = None) -> MeasureResult:
+    """Build, check and time one candidate in this process (exceptions become errors).
+    `timing` (a context: the runner's turn) is held while kernels run: builds of several
+    workers run in parallel, but no two candidates are timed at once."""
     from ember.autotune.database import knobs_json
 
     state = state if state is not None else WorkerState()
+    timing = timing if timing is not None else contextlib.nullcontext()
     start = time.perf_counter()
     name = knobs_json(point)
     try:
         kernel = state.kept(task.key, name)
         if kernel is not None:  # measured before, built and checked already
-            return MeasureResult(_time(kernel, settings), None, 0.0)
+            with timing:
+                return MeasureResult(_time(kernel, settings), None, 0.0)
         is_default = knobs_json(task.default_point()) == name
         if settings.check and task.key not in state.references and not is_default:
             reference = task.build(None, settings.seed)
-            reference.run()
+            with timing:
+                reference.run()
             state.references[task.key] = [o.copy() for o in reference.outputs]
         kernel = task.build(point, settings.seed)
         built = time.perf_counter() - start
-        kernel.run()
-        if settings.check and task.key not in state.references:  # the default itself
-            state.references[task.key] = [o.copy() for o in kernel.outputs]
-        elif settings.check:
-            wrong = compare_outputs(kernel.outputs, state.references[task.key], settings)
-            if wrong is not None:
-                return MeasureResult((), wrong, built)
-        costs = _time(kernel, settings)
+        wrong = None
+        with timing:  # every run of a kernel holds the lock, the checked one too
+            kernel.run()
+            if settings.check and task.key not in state.references:  # the default itself
+                state.references[task.key] = [o.copy() for o in kernel.outputs]
+            elif settings.check:
+                wrong = compare_outputs(kernel.outputs, state.references[task.key], settings)
+            costs = _time(kernel, settings) if wrong is None else ()
+        if wrong is not None:
+            return MeasureResult((), wrong, built)
         state.keep(task.key, name, kernel, min(costs))
         return MeasureResult(costs, None, built)
     except Exception as error:  # noqa: BLE001 - any failure of a candidate is its error
@@ -208,13 +216,31 @@ def measure_one(task: Measurable, point: Mapping[str, Any], settings: MeasureSet
                              time.perf_counter() - start)
 
 
-def _worker_main(conn: Connection) -> None:
-    """Serve ("task", task) and ("measure", key, point, settings) until the pipe closes."""
+class _Turn:
+    """A worker's side of the runner's timing turns: ask for the turn, wait for the go, say
+    when done. The runner grants one turn at a time and takes it back from a worker that
+    dies or hangs holding it (a lock shared by the workers would stay held)."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+
+    def __enter__(self) -> None:
+        self.conn.send(("turn",))
+        self.conn.recv()
+
+    def __exit__(self, *exc: object) -> None:
+        self.conn.send(("done",))
+
+
+def _worker_main(conn: Connection, turns: bool = False) -> None:
+    """Serve ("task", task) and ("measure", key, point, settings) until the pipe closes;
+    with `turns`, every run of a kernel waits for the runner's go."""
     import faulthandler
 
     faulthandler.disable()  # a crashing candidate is expected here: no stack dump
     tasks: dict[str, Measurable] = {}
     state = WorkerState()
+    timing = _Turn(conn) if turns else None
     while True:
         try:
             message = conn.recv()
@@ -224,15 +250,15 @@ def _worker_main(conn: Connection) -> None:
             tasks[message[1].key] = message[1]
             continue
         _, key, point, settings = message
-        conn.send(measure_one(tasks[key], point, settings, state))
+        conn.send(measure_one(tasks[key], point, settings, state, timing))
 
 
 # -- in the tuner ----------------------------------------------------------------------------
 class _Worker:
-    def __init__(self, context: Any, method: str) -> None:
+    def __init__(self, context: Any, method: str, turns: bool = False) -> None:
         self.method = method
         self.conn, child = context.Pipe()
-        self.process = context.Process(target=_worker_main, args=(child,), daemon=True)
+        self.process = context.Process(target=_worker_main, args=(child, turns), daemon=True)
         self.process.start()
         child.close()
         self.tasks: set[str] = set()
@@ -256,7 +282,9 @@ class _Worker:
 
 class LocalRunner:
     """Measures candidates in `workers` worker processes on this machine; a worker that dies
-    or hangs is replaced. Workers are forked (they start with ember loaded), except for
+    or hangs is replaced. With several workers, candidates build in parallel while one lock
+    keeps their timings apart (a timed kernel shares the machine with builds, never with
+    another timed kernel: use workers > 1 where cores are spare beyond the target's threads). Workers are forked (they start with ember loaded), except for
     tasks on GPU targets, whose workers are spawned (fresh interpreters: a device runtime's
     threads and handles do not survive a fork); `start` forces one method for all."""
 
@@ -272,6 +300,9 @@ class LocalRunner:
         self._start = start
         self._fork = "fork" if "fork" in methods else "spawn"
         self._workers: list[_Worker | None] = [None] * workers
+        # with several workers, builds overlap but kernel runs take turns
+        self._holder: int | None = None       # the slot whose kernel runs now
+        self._waiting: list[int] = []         # slots asking for a turn, in order
 
     def _method(self, task: Measurable) -> str:
         if self._start is not None:
@@ -288,7 +319,8 @@ class LocalRunner:
             self._kill(slot)
             worker = None
         if worker is None or not worker.process.is_alive():
-            worker = self._workers[slot] = _Worker(multiprocessing.get_context(method), method)
+            worker = self._workers[slot] = _Worker(multiprocessing.get_context(method), method,
+                                                   turns=len(self._workers) > 1)
         return worker
 
     def measure(self, task: Measurable, points: Sequence[Mapping[str, Any]]
@@ -296,6 +328,7 @@ class LocalRunner:
         results: list[MeasureResult | None] = [None] * len(points)
         todo = list(range(len(points)))
         busy: dict[int, tuple[int, float]] = {}   # worker slot -> (point index, deadline)
+        asked: dict[int, float] = {}              # worker slot -> when it asked for a turn
         while todo or busy:
             for slot in range(len(self._workers)):
                 if slot in busy or not todo:
@@ -315,19 +348,37 @@ class LocalRunner:
             if not busy:
                 continue
             now = time.monotonic()
-            timeout = max(0.0, min(deadline for _, deadline in busy.values()) - now)
+            # a worker waiting for its turn is not on the clock
+            clocks = [d for slot, (_, d) in busy.items() if slot not in self._waiting]
+            timeout = max(0.0, min(clocks) - now) if clocks else None
             conns = {self._workers[s].conn: s for s in busy}  # type: ignore[union-attr]
             ready = wait(list(conns), timeout)
             for conn in ready:
                 slot = conns[conn]  # type: ignore[index]
-                index, _ = busy.pop(slot)
+                index, _ = busy[slot]
                 try:
-                    results[index] = conn.recv()  # type: ignore[union-attr]
+                    message = conn.recv()  # type: ignore[union-attr]
                 except (EOFError, OSError):
+                    busy.pop(slot)
                     results[index] = MeasureResult((), self._died(slot, task, points[index]))
+                    continue
+                if message == ("turn",):
+                    self._waiting.append(slot)
+                    asked[slot] = time.monotonic()
+                elif message == ("done",):
+                    self._release(slot)
+                else:
+                    busy.pop(slot)
+                    self._release(slot)
+                    results[index] = message
+            granted = self._grant()
+            if granted is not None and granted in busy and granted in asked:
+                # waiting for the turn is not the candidate's time
+                index, deadline = busy[granted]
+                busy[granted] = (index, deadline + time.monotonic() - asked.pop(granted))
             now = time.monotonic()
             for slot, (index, deadline) in list(busy.items()):
-                if now >= deadline:
+                if now >= deadline and slot not in self._waiting:
                     busy.pop(slot)
                     self._kill(slot)
                     results[index] = MeasureResult(
@@ -343,7 +394,28 @@ class LocalRunner:
         return (f"worker process died ({how}{'; ' + detail if detail else ''}) measuring "
                 f"task {task.description} with knobs {dict(point)}")
 
+    def _release(self, slot: int) -> None:
+        if self._holder == slot:
+            self._holder = None
+        if slot in self._waiting:
+            self._waiting.remove(slot)
+
+    def _grant(self) -> int | None:
+        """Give the turn to the next waiting worker when nobody holds it; that worker's slot."""
+        while self._holder is None and self._waiting:
+            slot = self._waiting.pop(0)
+            worker = self._workers[slot]
+            try:
+                if worker is not None:
+                    worker.conn.send(("go",))
+                    self._holder = slot
+                    return slot
+            except (BrokenPipeError, OSError):
+                pass  # it died: its result (an error) is read from its pipe
+        return None
+
     def _kill(self, slot: int) -> None:
+        self._release(slot)
         worker = self._workers[slot]
         if worker is not None:
             worker.kill()

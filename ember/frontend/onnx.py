@@ -39,6 +39,7 @@ from ember.frontend.onnx_control import CONVERTERS as CONTROL_CONVERTERS
 from ember.frontend.onnx_control import MAX_UNROLLED_NODES, count_nodes
 from ember.frontend.onnx_dynamic import CONVERTERS as DATA_DEPENDENT_CONVERTERS
 from ember.frontend.onnx_quant import CONVERTERS as QUANTIZED_CONVERTERS
+from ember.frontend.onnx_widen import widened
 from ember.frontend.onnx_fold import (as_attr, attribute_value, elem_type, onnx_dtype,
                                       schema_defaults, schema_function, schema_input_types,
                                       supported_array, tensor_array, type_string)
@@ -572,6 +573,11 @@ class _Importer:
                                      "tensors")
         where = f"node '{ctx.label}' ({ctx.op})"
         ctx.attrs = {a.name: attribute_value(a, where) for a in node.attribute}
+        wide = widened(self, ctx, self._convert_op)
+        return self._convert_op(ctx) if wide is None else wide
+
+    def _convert_op(self, ctx: NodeContext) -> Sequence[Value | None]:
+        """Convert with the op's converter, else through the op table or its function."""
         converter = CONVERTERS.get(ctx.op)
         if converter is not None:
             result = converter(self, ctx)
@@ -718,7 +724,7 @@ class _Importer:
         if not supported_array(array):
             raise UnsupportedOpError(f"constant '{name}': data type {array.dtype} is not "
                                      "supported (supported: float16/32/64, (u)int8/16/32/64, "
-                                     "bool)")
+                                     "bool, bfloat16, float8*, float4e2m1, (u)int4, (u)int2)")
         # not builder.constant: np.ascontiguousarray turns 0-d arrays into 1-d ones
         data = np.array(array, order="C", copy=True)
         data.setflags(write=False)
@@ -983,7 +989,14 @@ def convert_range(imp: _Importer, ctx: NodeContext) -> list[Value | None] | None
     return None
 
 
+def convert_dft(imp: _Importer, ctx: NodeContext) -> None:
+    """DFT before opset 20 has `axis` as an attribute defaulting to 1 (then an input, -2)."""
+    if ctx.opset < 20:
+        ctx.attrs.setdefault("axis", 1)
+
+
 CONVERTERS: dict[str, Converter] = {
+    "DFT": convert_dft,
     "Constant": convert_constant,
     "Identity": convert_identity,
     "Dropout": convert_dropout,

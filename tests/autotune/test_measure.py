@@ -151,3 +151,69 @@ def test_bad_settings():
         tune([ToyTask()], None, None, search="annealing")
     with pytest.raises(TuningError, match="trials and batch must be >= 1"):
         tune([ToyTask()], None, None, trials=0)
+
+
+class LoggingKernel(ToyKernel):
+    """Appends (pid, start, end) of every run to a file: what the runs of two workers did."""
+
+    def __init__(self, mode, log):
+        super().__init__(mode)
+        self.log = log
+
+    def run(self):
+        start = time.monotonic()
+        super().run()
+        time.sleep(0.001)
+        with open(self.log, "a") as f:
+            f.write(f"{os.getpid()} {start!r} {time.monotonic()!r}\n")
+
+
+class SlowBuildTask(ToyTask):
+    """Candidates that take 0.3 s to build and log their runs."""
+
+    key = "slow-build-task"
+
+    def __init__(self, log):
+        self.log = log
+
+    def build(self, point, seed=0):
+        time.sleep(0.3)
+        mode = "ok" if point is None else point["mode"]
+        return LoggingKernel("ok" if mode == "fine" else mode, self.log)
+
+
+def _runs(log):
+    return sorted((float(a), float(b), pid) for pid, a, b in
+                  (line.split() for line in log.read_text().splitlines()))
+
+
+def test_two_workers_build_in_parallel_but_never_time_at_once(tmp_path):
+    _add_one()  # built before the workers fork: their first run does not build it
+    log = tmp_path / "runs.txt"
+    points = [{"mode": "ok"}] + [{"mode": "fine"}] * 7
+    settings = MeasureSettings(repeat=3, min_run_seconds=0.003, timeout=10.0)
+    with LocalRunner(settings, workers=2) as runner:
+        start = time.monotonic()
+        results = runner.measure(SlowBuildTask(str(log)), points)
+        elapsed = time.monotonic() - start
+    assert all(r.ok for r in results)
+    runs = _runs(log)
+    assert len({pid for _, _, pid in runs}) == 2  # both workers ran kernels
+    for (_, end, pid), (start_next, _, pid_next) in zip(runs, runs[1:]):
+        if pid != pid_next:  # a run of another worker starts only after this one ended
+            assert start_next >= end
+    # 8 candidates + a reference in the second worker, 0.3 s each to build: one worker
+    # alone needs 2.7 s
+    assert elapsed < 2.5
+
+
+def test_a_worker_crashing_or_hanging_in_its_turn_does_not_stop_the_other(tmp_path):
+    _add_one()
+    log = tmp_path / "runs.txt"
+    points = [{"mode": "ok"}, {"mode": "crash"}, {"mode": "hang"}] + [{"mode": "fine"}] * 4
+    settings = MeasureSettings(repeat=2, min_run_seconds=0.002, timeout=2.0)
+    with LocalRunner(settings, workers=2) as runner:
+        results = runner.measure(SlowBuildTask(str(log)), points)
+    assert [r.ok for r in results] == [True, False, False, True, True, True, True]
+    assert "signal SIGSEGV" in results[1].error
+    assert results[2].error.startswith("timed out after 2 s")

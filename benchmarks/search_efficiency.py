@@ -1,0 +1,317 @@
+"""Search efficiency: best kernel latency against trials for random search, the XGBoost-guided
+search and the XGBoost search warmed by earlier records (transfer), on three conv2d tasks of
+ResNet-18 and one dense task of BERT-base.
+
+    python benchmarks/search_efficiency.py --db search.sqlite --pool 96 --trials 32 \\
+        --plot docs/search_efficiency.png
+
+Two phases.
+
+Measure: per task, its default and a seeded uniform sample of `--pool` points of its knob
+space (the whole space when it is smaller) are built, checked against the default's output
+and timed by the tuner's own runner (`LocalRunner`, one worker process, fastest of 5 timed
+runs, warm caches) and kept in a tuning database with their loop features. A candidate that
+fails (build error, time-out, wrong answer) is a record with an error, as in tuning. The
+phase resumes: points already in the database are not measured again.
+
+Replay: each search runs `--seeds` times over the measured sample as its space (a trial
+reads the measurement instead of building), exactly as `tune` drives it: the default first,
+then batches of 8 proposed by the strategy, each batch observed before the next. Replaying
+one measured sample lets every strategy and seed see the same costs, so the curves differ by
+the search alone, not by machine noise between runs. Transfer: the cost model also trains
+from the start on the records of the other tasks of the same knob family (for a conv task
+the two other conv tasks; for the dense task the other dense tasks of BERT-base).
+
+Figures: per task and strategy, the mean over seeds of (best latency so far / fastest in
+the sample) after each trial; and the trials each strategy needs to reach random search's
+final best (the median over seeds of random's best after `--trials` trials), median over
+seeds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import random
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+BATCH = 8
+CONV_MODEL, DENSE_MODEL = "resnet18", "bert-base"
+DENSE_TASK = "MatMul 1x128x768, 768x3072"
+DENSE_SOURCES = ("MatMul 1x128x768, 768x768", "MatMul 1x128x3072, 3072x768")
+
+
+def log(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def select_tasks(work: str, threads: int) -> tuple[list[Any], dict[str, list[Any]]]:
+    """The benchmark's tasks (three conv2d of ResNet-18 with the largest knob spaces, the
+    dense FFN-up of BERT-base) and, per task key, the tasks whose records it may transfer."""
+    import onnx
+
+    from ember.autotune.task import extract_tasks
+    from ember.zoo import build_model
+
+    target = f"llvm -num-cores={threads}"
+    paths = {}
+    for name, config in ((CONV_MODEL, {}), (DENSE_MODEL, {"layers": 1})):
+        paths[name] = os.path.join(work, f"{name}.onnx")  # one BERT layer: the same shapes
+        onnx.save(build_model(name, **config), paths[name])
+    convs = [t for t in extract_tasks(paths[CONV_MODEL], target) if t.family == "ConvKnobs"]
+    convs.sort(key=lambda t: (-t.space().size, -t.weight, t.description))
+    convs = convs[:3]
+    dense_all = [t for t in extract_tasks(paths[DENSE_MODEL], target)
+                 if t.family == "DenseKnobs"]
+    dense = [t for t in dense_all if t.description.startswith(DENSE_TASK)]
+    sources = [t for t in dense_all if t.description.startswith(DENSE_SOURCES)]
+    transfer = {t.key: [c for c in convs if c is not t] for t in convs}
+    transfer[dense[0].key] = sources
+    return convs + dense, transfer
+
+
+def pool_points(task: Any, size: int, seed: int) -> list[dict[str, Any]]:
+    """The default and a seeded uniform sample of the space without repeats (all of it when
+    it has at most `size` points)."""
+    from ember.autotune.database import knobs_json
+
+    space = task.space()
+    default = task.default_point()
+    if space.size <= size:
+        rest = [p for p in space.points() if knobs_json(p) != knobs_json(default)]
+        return [default] + rest
+    rng = random.Random(seed)
+    chosen = {knobs_json(default): default}
+    while len(chosen) < size:
+        p = space.sample(rng)
+        chosen.setdefault(knobs_json(p), p)
+    return list(chosen.values())
+
+
+def measure_pools(tasks: Sequence[Any], db_path: str, size: int, timeout: float,
+                  seed: int) -> None:
+    """Measure every task's sample into the database (what is there is not measured again)."""
+    from ember.autotune import LocalRunner, MeasureSettings, Record, TuningDatabase
+    from ember.autotune.database import knobs_json
+    from ember.target import Target
+    from ember.version import __version__
+
+    settings = MeasureSettings(repeat=5, timeout=timeout)
+    with TuningDatabase(db_path) as db, LocalRunner(settings) as runner:
+        for task in tasks:
+            fingerprint = Target(task.target).fingerprint
+            done = db.measured(task.key, fingerprint)
+            todo = [p for p in pool_points(task, size, seed) if knobs_json(p) not in done]
+            log(f"{task.description}: {len(done)} measured, {len(todo)} to measure")
+            start = time.perf_counter()
+            for i in range(0, len(todo), BATCH):
+                points = todo[i:i + BATCH]
+                results = runner.measure(task, points)
+                db.add([Record(task.key, task.family, task.description, task.target,
+                               fingerprint, p, r.costs, r.error, features(task, p),
+                               __version__) for p, r in zip(points, results)])
+                log(f"  {i + len(points)}/{len(todo)} in {time.perf_counter() - start:.0f} s")
+
+
+def features(task: Any, point: Mapping[str, Any]) -> tuple[float, ...]:
+    """The candidate's loop features (zeros for one that does not even lower, as in tuning)."""
+    from ember.autotune.features import FEATURE_NAMES
+    from ember.errors import EmberError
+
+    try:
+        return tuple(task.features(point))
+    except EmberError:
+        return (0.0,) * len(FEATURE_NAMES)
+
+
+@dataclass(frozen=True)
+class Table:
+    """A task's measured sample: knobs -> (features, fastest run or inf)."""
+
+    key: str
+    choices: Mapping[str, tuple[Any, ...]]
+    default: str
+    rows: Mapping[str, tuple[tuple[float, ...], float]]
+
+    @property
+    def best(self) -> float:
+        return min(c for _, c in self.rows.values())
+
+
+class SampleSpace:
+    """The measured sample as a knob space (the interface the searches use)."""
+
+    def __init__(self, table: Table) -> None:
+        self.choices = table.choices
+        self._points = [json.loads(k) for k in table.rows]
+
+    @property
+    def size(self) -> int:
+        return len(self._points)
+
+    def points(self) -> Iterator[dict[str, Any]]:
+        return iter([dict(p) for p in self._points])
+
+    def sample(self, rng: random.Random) -> dict[str, Any]:
+        return dict(rng.choice(self._points))
+
+    def contains(self, point: Mapping[str, Any]) -> bool:
+        return any(point == p for p in self._points)
+
+
+def load_table(db: Any, task: Any) -> Table:
+    from ember.autotune.database import knobs_json
+    from ember.target import Target
+
+    rows = {}
+    for r in db.records(task_key=task.key, fingerprint=Target(task.target).fingerprint):
+        if r.features is not None:
+            rows[knobs_json(r.knobs)] = (tuple(r.features), r.best)
+    return Table(task.key, task.space().choices, knobs_json(task.default_point()), rows)
+
+
+def replay(table: Table, strategy: str, seed: int, trials: int,
+           transfer: Sequence[tuple[Sequence[float], float, str]] = ()) -> list[float]:
+    """Best cost after each trial of one search run over the measured sample."""
+    from ember.autotune.database import knobs_json
+    from ember.autotune.search import ModelSearch, RandomSearch
+
+    space = SampleSpace(table)
+    if strategy == "random":
+        search: Any = RandomSearch(space, seed)  # type: ignore[arg-type]
+    else:
+        search = ModelSearch(space, lambda p: table.rows[knobs_json(p)][0],  # type: ignore
+                             table.key, seed, transfer=transfer)
+    tried: set[str] = set()
+    best, curve = math.inf, []
+    points = [json.loads(table.default)]  # the tuner measures the default first
+    while len(curve) < trials:
+        costs = [table.rows[knobs_json(p)][1] for p in points]
+        for p, c in zip(points, costs):
+            tried.add(knobs_json(p))
+            best = min(best, c)
+            curve.append(best)
+        search.observe(points, costs)
+        points = search.propose(min(BATCH, trials - len(curve)), tried)
+        if not points:  # the sample is exhausted
+            curve += [best] * (trials - len(curve))
+    return curve[:trials]
+
+
+def trials_to_reach(curve: Sequence[float], target: float) -> float:
+    return next((i + 1 for i, c in enumerate(curve) if c <= target), math.inf)
+
+
+def run_replays(tables: Mapping[str, Table], sources: Mapping[str, Sequence[str]],
+                seeds: int, trials: int) -> dict[str, dict[str, np.ndarray]]:
+    """Per task key of `sources` and strategy, the curves of every seed (seeds x trials)."""
+    out: dict[str, dict[str, np.ndarray]] = {}
+    for key in sources:
+        table = tables[key]
+        transfer = [(f, c, s) for s in sources[key] for f, c in tables[s].rows.values()]
+        out[key] = {
+            "random": np.array([replay(table, "random", s, trials) for s in range(seeds)]),
+            "xgb": np.array([replay(table, "xgb", s, trials) for s in range(seeds)]),
+            "xgb + transfer": np.array([replay(table, "xgb", s, trials, transfer)
+                                        for s in range(seeds)]),
+        }
+    return out
+
+
+def plot(curves: Mapping[str, Mapping[str, np.ndarray]], tables: Mapping[str, Table],
+         names: Mapping[str, str], path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(curves), figsize=(3.2 * len(curves), 2.9), dpi=90)
+    for ax, (key, by_strategy) in zip(np.atleast_1d(axes), curves.items()):
+        best = tables[key].best
+        for strategy, runs in by_strategy.items():
+            x = np.arange(1, runs.shape[1] + 1)
+            ax.plot(x, np.mean(runs / best, axis=0), label=strategy)
+        ax.set_title(names[key], fontsize=8)
+        ax.set_xlabel("trials", fontsize=8)
+        ax.set_ylim(bottom=1.0)
+        ax.tick_params(labelsize=7)
+        ax.grid(alpha=0.3)
+    np.atleast_1d(axes)[0].set_ylabel("best latency / fastest in sample", fontsize=8)
+    np.atleast_1d(axes)[0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--db", default=None, help="tuning database (default: a temp file)")
+    parser.add_argument("--pool", type=int, default=96, help="points measured per task")
+    parser.add_argument("--trials", type=int, default=32, help="trials per search run")
+    parser.add_argument("--seeds", type=int, default=20)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--timeout", type=float, default=15.0, help="seconds per candidate")
+    parser.add_argument("--plot", default=None, help="write the PNG here")
+    parser.add_argument("--json", default=None, help="write the figures here")
+    parser.add_argument("--replay-only", action="store_true",
+                        help="use the database as it is (measure nothing)")
+    args = parser.parse_args(argv)
+
+    from ember.autotune import TuningDatabase
+    from ember.runtime import threadpool
+    from ember.target_facts import host_cpu_model
+
+    threadpool.set_num_threads(args.threads)
+    work = tempfile.mkdtemp(prefix="ember-search-")
+    db_path = args.db or os.path.join(work, "search.sqlite")
+    tasks, transfer = select_tasks(work, args.threads)
+    if not args.replay_only:
+        measure_pools(tasks + [s for t in tasks for s in transfer[t.key] if s not in tasks],
+                      db_path, args.pool, args.timeout, seed=0)
+    with TuningDatabase(db_path, readonly=True) as db:
+        everything = {t.key: t for t in tasks}
+        everything.update({s.key: s for t in tasks for s in transfer[t.key]})
+        tables = {k: load_table(db, t) for k, t in everything.items()}
+    sources = {t.key: [s.key for s in transfer[t.key]] for t in tasks}
+    curves = run_replays(tables, sources, args.seeds, args.trials)
+    names = {t.key: t.description.split(" (")[0] for t in tasks}
+
+    print(f"CPU: {host_cpu_model()}, threads {args.threads}, sample {args.pool} points per "
+          f"task, {args.trials} trials per run, {args.seeds} seeds, batch {BATCH}")
+    print("| task | space | measured (errors) | default / fastest | random: final best / "
+          "fastest | trials to reach it: random | xgb | xgb + transfer |")
+    print("|---|---|---|---|---|---|---|---|")
+    figures = []
+    for t in tasks:
+        table, by = tables[t.key], curves[t.key]
+        target = float(np.median(by["random"][:, -1]))
+        reach = {s: float(np.median([trials_to_reach(c, target) for c in runs]))
+                 for s, runs in by.items()}
+        errors = sum(1 for _, c in table.rows.values() if not math.isfinite(c))
+        default = table.rows[table.default][1]
+        figures.append({"task": t.description, "space": t.space().size,
+                        "measured": len(table.rows), "errors": errors,
+                        "default_over_best": default / table.best,
+                        "random_final_over_best": target / table.best, "trials": reach})
+        cells = " | ".join("never" if math.isinf(v) else f"{v:g}" for v in reach.values())
+        print(f"| {names[t.key]} | {t.space().size} | {len(table.rows)} ({errors}) | "
+              f"{default / table.best:.2f} | {target / table.best:.3f} | {cells} |")
+    if args.plot:
+        plot(curves, tables, names, args.plot)
+        print(f"plot: {args.plot}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"cpu": host_cpu_model(), "figures": figures}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
