@@ -39,8 +39,8 @@ def widened(imp: _Importer, ctx: NodeContext,
             convert: Callable[[NodeContext], Sequence[Value | None]]
             ) -> Sequence[Value | None] | None:
     """`ctx`'s node computed in wider types, or None when it needs no widening."""
-    narrow = {i: v.type.dtype for i, v in enumerate(ctx.values)
-              if v is not None and v.type.dtype.is_storage_only}
+    narrow = {i: v.type.dtype for i, v in enumerate(ctx.values)   # tensors (not sequences)
+              if isinstance(v, Value) and v.type.dtype.is_storage_only}
     if not narrow or ctx.op in CONVERSIONS:
         return None
     from ember.frontend.onnx import _UNKNOWN, NodeContext
