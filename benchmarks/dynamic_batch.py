@@ -11,8 +11,9 @@ compiled model serves them all), "static" (ember.compile of the model built for 
 and onnxruntime on the symbolic model. Each process is its own, so neither ember build sees
 the other's caches or allocations. The workers build one at a time, then take turns: one
 untimed run and a block of timed runs each, in a rotating order, so machine noise is shared.
-Latency is the median; ratios are against the static build. Outputs are checked against
-onnxruntime's.
+Latency is the median (the minimum too, in --json); ratios are against the static build. A
+batch whose slowest variant would take more than --max-seconds gets fewer runs. Outputs are
+checked against onnxruntime's.
 """
 
 from __future__ import annotations
@@ -187,9 +188,12 @@ def bench_batch(name: str, batch: int, args: argparse.Namespace, workdir: str,
             if error > 1e-3:
                 raise SystemExit(f"{name} batch {batch}: {variant}'s output differs from "
                                  f"onnxruntime's (max error {error:.2e} of the largest)")
+        # the slowest variant's first run decides how many runs fit in --max-seconds
+        first = max(i["first_run_s"] for i in info.values())
+        runs = max(args.min_runs, min(args.runs, int(args.max_seconds / max(first, 1e-9))))
         times: dict[str, list[float]] = {v: [] for v in workers}
         order = list(workers)
-        rounds = -(-args.runs // args.block)
+        rounds = -(-runs // args.block)
         for _ in range(rounds):
             for variant in order:
                 times[variant] += workers[variant].run(args.block, 1, args.build_timeout)
@@ -200,7 +204,9 @@ def bench_batch(name: str, batch: int, args: argparse.Namespace, workdir: str,
         for worker in workers.values():
             worker.kill()
     medians = {v: statistics.median(t) for v, t in times.items()}
-    return {"batch": batch, **{v: round(m * 1e3, 3) for v, m in medians.items()},
+    return {"batch": batch, "runs": len(times["static"]),
+            **{v: round(m * 1e3, 3) for v, m in medians.items()},
+            **{f"{v}_min": round(min(t) * 1e3, 3) for v, t in times.items()},
             "symbolic/static": round(medians["symbolic"] / medians["static"], 3),
             "onnxruntime/static": round(medians["onnxruntime"] / medians["static"], 3),
             "compiles": info["symbolic"]["compiles"]}
@@ -213,7 +219,11 @@ def main() -> int:
     parser.add_argument("--image-size", type=int, default=224)
     parser.add_argument("--seq-len", type=int, default=128)
     parser.add_argument("--runs", type=int, default=30)
-    parser.add_argument("--block", type=int, default=5, help="timed runs per turn")
+    parser.add_argument("--min-runs", type=int, default=10)
+    parser.add_argument("--max-seconds", type=float, default=60,
+                        help="fewer runs (not under --min-runs) for a batch whose slowest "
+                             "variant would take longer than this")
+    parser.add_argument("--block", type=int, default=2, help="timed runs per turn")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--build-timeout", type=float, default=1800)
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
@@ -236,14 +246,14 @@ def main() -> int:
     if args.json:
         print(json.dumps(info, indent=1))
         return 0
-    print(f"{info['cpu']}, {args.threads} threads; median ms over {args.runs} runs")
+    print(f"{info['cpu']}, {args.threads} threads; median ms (runs per batch in the table)")
     for result in results:
         print(f"{result['model']} (the symbolic model compiled "
               f"{result['rows'][0]['compiles']} times, once per batch)")
-        print(f"{'batch':>5} {'symbolic':>10} {'static':>10} {'onnxruntime':>12} "
+        print(f"{'batch':>5} {'runs':>5} {'symbolic':>10} {'static':>10} {'onnxruntime':>12} "
               f"{'sym/static':>11} {'ort/static':>11}")
         for r in result["rows"]:
-            print(f"{r['batch']:>5} {r['symbolic']:>10} {r['static']:>10} "
+            print(f"{r['batch']:>5} {r['runs']:>5} {r['symbolic']:>10} {r['static']:>10} "
                   f"{r['onnxruntime']:>12} {r['symbolic/static']:>11} "
                   f"{r['onnxruntime/static']:>11}")
     d = info["dispatch_us"]

@@ -213,9 +213,10 @@ def trials_to_reach(curve: Sequence[float], target: float) -> float:
 
 def run_replays(tables: Mapping[str, Table], sources: Mapping[str, Sequence[str]],
                 seeds: int, trials: int) -> dict[str, dict[str, np.ndarray]]:
-    """Per task key and strategy, the curves of every seed (seeds x trials)."""
+    """Per task key of `sources` and strategy, the curves of every seed (seeds x trials)."""
     out: dict[str, dict[str, np.ndarray]] = {}
-    for key, table in tables.items():
+    for key in sources:
+        table = tables[key]
         transfer = [(f, c, s) for s in sources[key] for f, c in tables[s].rows.values()]
         out[key] = {
             "random": np.array([replay(table, "random", s, trials) for s in range(seeds)]),
@@ -280,8 +281,7 @@ def main(argv: list[str] | None = None) -> int:
         everything.update({s.key: s for t in tasks for s in transfer[t.key]})
         tables = {k: load_table(db, t) for k, t in everything.items()}
     sources = {t.key: [s.key for s in transfer[t.key]] for t in tasks}
-    curves = run_replays({t.key: tables[t.key] for t in tasks}, sources, args.seeds,
-                         args.trials)
+    curves = run_replays(tables, sources, args.seeds, args.trials)
     names = {t.key: t.description.split(" (")[0] for t in tasks}
 
     print(f"CPU: {host_cpu_model()}, threads {args.threads}, sample {args.pool} points per "

@@ -32,6 +32,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--search", default="xgb", choices=("xgb", "random", "grid"))
     parser.add_argument("--db", default=None, help="tuning database (default: a temp file)")
     parser.add_argument("--runs", type=int, default=30)
+    parser.add_argument("--workers", type=int, default=1,
+                        help="measuring processes (builds in parallel, timings in turn)")
+    parser.add_argument("--timeout", type=float, default=15.0, help="seconds per candidate")
     parser.add_argument("--json", default=None, help="write the figures here")
     args = parser.parse_args(argv)
 
@@ -62,8 +65,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{len(tasks)} tasks ({sum(t.weight for t in tasks)} groups) in "
           f"{time.perf_counter() - start:.1f} s", file=sys.stderr)
     start = time.perf_counter()
-    settings = MeasureSettings(repeat=5, timeout=15.0)
-    with TuningDatabase(db_path) as db, LocalRunner(settings) as runner:
+    settings = MeasureSettings(repeat=5, timeout=args.timeout)
+    with TuningDatabase(db_path) as db, LocalRunner(settings, workers=args.workers) as runner:
         states = tune(tasks, db, runner, trials=args.trials, budget_seconds=args.budget,
                       search=args.search, progress=True)
     tuning_seconds = time.perf_counter() - start

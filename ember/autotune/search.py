@@ -120,6 +120,15 @@ class ModelSearch:
         # the annealing chains start from the fastest points measured so far
         self._best.sort(key=lambda p: self._costs[knobs_json(p)])
         self._best = self._best[:self.chains]
+        self._fit()
+
+    def set_transfer(self, transfer: Sequence[tuple[Sequence[float], float, str]]) -> None:
+        """Replace the transferred samples (other tasks measured meanwhile) and refit."""
+        if len(transfer) != len(self.transfer):
+            self.transfer = list(transfer)
+            self._fit()
+
+    def _fit(self) -> None:
         rows = [f for f, _ in self.samples] + [f for f, _, _ in self.transfer]
         costs_all = [c for _, c in self.samples] + [c for _, c, _ in self.transfer]
         groups = [self.task_key] * len(self.samples) + [g for _, _, g in self.transfer]

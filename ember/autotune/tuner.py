@@ -196,6 +196,9 @@ def tune(tasks: Sequence[TuneTask] | Any, db: TuningDatabase | None = None,
                 points.append(default)
                 size = 1
             if size > len(points):
+                if transfer and isinstance(state.strategy, ModelSearch):
+                    # what other tasks of the family measured meanwhile trains this one too
+                    state.strategy.set_transfer(_transfer(db, state.task))
                 chosen = state.tried | {knobs_json(p) for p in points}
                 points += state.strategy.propose(size - len(points), chosen)
             if not points:

@@ -348,7 +348,26 @@ class ExprPrinter:
                                f"type {indices[0].dtype}; expected an integer")
         return self.expr(indices[0], lane, bare=True)
 
+    def _reinterpret(self, e: E.Call, lane: str | None) -> tuple[str, int]:
+        """The bits of a value as another type of one width: a cast between integers, a
+        memcpy helper where a float is involved."""
+        (arg,) = e.args
+        source, target = arg.dtype.element.storage, e.dtype.element.storage
+        if source.bits != target.bits or source.is_bool or target.is_bool:
+            raise CodegenError(f"reinterpret from {arg.dtype} to {e.dtype}: the widths differ")
+        if source == target:
+            return self.print(arg, lane)
+        if source.is_float or target.is_float:
+            if source.bits == 16:
+                raise CodegenError("the C back end holds float16 in floats: reinterpret of "
+                                   f"{arg.dtype} as {e.dtype} is not supported")
+            name = f"ember_bits_{type_suffix(source)}_{type_suffix(target)}"
+            return f"{self.helper(name)}({self.expr(arg, lane)})", PRIMARY
+        return f"({compute_ctype(target)}){self.sub(arg, lane, UNARY)}", UNARY
+
     def _call(self, e: E.Call, lane: str | None) -> tuple[str, int]:
+        if e.name == "reinterpret" and len(e.args) == 1:
+            return self._reinterpret(e, lane)
         info = lookup(e.name, len(e.args))
         if info is None:
             raise CodegenError(f"call of unknown function '{e.name}' in {e}; the C back end "

@@ -22,6 +22,7 @@ import numpy as np
 
 from ember.errors import ModelError, ShapeError, UnsupportedOpError
 from ember.graph.ir import Value, constant
+from ember.frontend.onnx_sequence import concat
 
 if TYPE_CHECKING:
     from onnx import GraphProto
@@ -70,10 +71,7 @@ def _stack(imp: _Importer, ctx: NodeContext, values: Sequence[Value], axis: int,
                          f"iterations: {sorted(shapes)}")
     rows = [imp.builder.add("Unsqueeze", [v], {"axes": (axis,)}, name=f"{ctx.label}/stack")[0]
             for v in values]
-    if len(rows) == 1:
-        return rows[0]
-    return imp.builder.add("Concat", rows, {"axis": axis}, name=f"{ctx.label}/stack",
-                           output_names=[name])[0]
+    return concat(imp.builder, rows, axis, f"{ctx.label}/stack", name)
 
 
 def _scalar(imp: _Importer, ctx: NodeContext, formal: str, value: Value | None) -> Any:

@@ -18,7 +18,7 @@ known at import time.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterator, Union
+from typing import TYPE_CHECKING, Any, Iterator, Sequence, Union
 
 import numpy as np
 
@@ -195,6 +195,23 @@ def check_declared(name: str, type_proto: TypeProto, value: Imported) -> None:
 
 
 # converters ---------------------------------------------------------------------------------
+MAX_CONCAT_INPUTS = 32      # wider concatenations are built as a tree of Concats
+
+
+def concat(builder: GraphBuilder, values: Sequence[Value], axis: int, name: str,
+           output_name: str = "") -> Value:
+    """The values concatenated along `axis`; a long list (an unrolled loop's outputs) as a
+    tree of Concats, since one Concat kernel chains a selection per input."""
+    values = list(values)
+    if len(values) == 1:
+        return values[0]
+    while len(values) > MAX_CONCAT_INPUTS:
+        values = [concat(builder, values[i:i + MAX_CONCAT_INPUTS], axis, f"{name}/part")
+                  for i in range(0, len(values), MAX_CONCAT_INPUTS)]
+    return builder.add("Concat", values, {"axis": axis}, name=name,
+                       output_names=[output_name])[0]
+
+
 def _sequence(ctx: NodeContext, index: int = 0) -> SequenceValue:
     value = ctx.values[index] if index < len(ctx.values) else None
     if isinstance(value, OptionalValue) and isinstance(value.item, SequenceValue):
@@ -335,9 +352,11 @@ def convert_concat_from_sequence(imp: _Importer, ctx: NodeContext) -> list[Any]:
                              f"range for new_axis on rank {rank - 1}")
         items = [imp.builder.add("Unsqueeze", [v], {"axes": (axis,)},
                                  name=f"{ctx.label}/unsqueeze")[0] for v in items]
-    if len(items) == 1:
-        return [items[0]]
-    return list(imp.add(ctx, "Concat", items, {"axis": axis}))
+    rank = items[0].type.ndim
+    if not -rank <= axis < rank:
+        raise ShapeError(f"node '{ctx.label}' (ConcatFromSequence): axis {axis} is out of "
+                         f"range for rank {rank}")
+    return [concat(imp.builder, items, axis, ctx.label, ctx.node.output[0])]
 
 
 def convert_sequence_map(imp: _Importer, ctx: NodeContext) -> list[Any]:

@@ -39,22 +39,25 @@ def widened(imp: _Importer, ctx: NodeContext,
             convert: Callable[[NodeContext], Sequence[Value | None]]
             ) -> Sequence[Value | None] | None:
     """`ctx`'s node computed in wider types, or None when it needs no widening."""
-    narrow = {i: v.type.dtype for i, v in enumerate(ctx.values)
-              if v is not None and v.type.dtype.is_storage_only}
+    narrow = {i: v.type.dtype for i, v in enumerate(ctx.values)   # tensors (not sequences)
+              if isinstance(v, Value) and v.type.dtype.is_storage_only}
     if not narrow or ctx.op in CONVERSIONS:
         return None
-    from ember.frontend.onnx import NodeContext
+    from ember.frontend.onnx import _UNKNOWN, NodeContext
 
     values: list[Value | None] = []
     for i, v in enumerate(ctx.values):
         if i in narrow and v is not None:
-            v = _cast(imp, v, v.type.dtype.compute, f"{ctx.label}/widen{i}")
+            wide = _cast(imp, v, v.type.dtype.compute, f"{ctx.label}/widen{i}")
+            if v in imp.deps:        # the graph inputs it comes from, for specialization
+                imp.deps[wide] = imp.deps[v]
+            v = wide
         values.append(v)
     outputs = list(convert(NodeContext(ctx.node, ctx.label, ctx.opsets, values, ctx.env,
                                        ctx.attrs)))
     params = _type_params(ctx.op, ctx.opset, ctx.node.domain)
     for k, out in enumerate(outputs):
-        if out is None:
+        if out is None or out is _UNKNOWN:   # not imported: the problem is recorded
             continue
         target = _output_type(k, out, narrow, params)
         if target is not None:

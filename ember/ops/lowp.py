@@ -175,7 +175,7 @@ def _encode_float(x: Expr, fmt: FloatFormat, saturate: bool) -> Expr:
     t = a - u((src.bias - fmt.bias) << src.mantissa)
     rounded = (t + u((1 << (shift - 1)) - 1) + (t // (1 << shift)) % 2) // (1 << shift)
     min_normal = (src.bias + 1 - fmt.bias) << src.mantissa
-    if min_normal > 0:
+    if fmt.bias < src.bias:   # (bfloat16 from float32: one range, the add rounds all)
         # below the normal range: |x| * 2**(bias - 1 + M) < 2**M is exact; round it half
         # to even; a result of 2**M is the smallest normal, whose pattern is that number
         scaled = te.reinterpret(a, fdtype) * _pow2(fmt.bias - 1 + fmt.mantissa, fdtype)

@@ -561,8 +561,10 @@ def test_cross_assembly_uses_target_vectors() -> None:
     f = elementwise(lambda a, b, c: a * b + c, ["float32"] * 3, "float32", n=256, lanes=4)
     neon = emit_assembly([f], "llvm -mtriple=aarch64-linux-gnu -mattr=+neon")
     assert "fmla" in neon or "fmadd" in neon
-    wasm = emit_assembly([f], "wasm")
-    assert "f32x4.mul" in wasm
+    wasm = emit_assembly([f], "wasm")      # relaxed SIMD by default: one fused multiply-add
+    assert "f32x4.relaxed_madd" in wasm and "f32x4.mul" not in wasm
+    plain = emit_assembly([f], "wasm -mattr=-relaxed-simd")
+    assert "f32x4.mul" in plain and "relaxed" not in plain.split(".section")[0]
     ptx = emit_assembly([elementwise(lambda a: a + 1.0, ["float32"], "float32")], "cuda")
     assert ".version" in ptx and ("add.f32" in ptx or "add.rn.f32" in ptx)
 

@@ -148,19 +148,116 @@ def t5_encoder() -> CorpusModel:
     return _text_encoder(transformers.T5EncoderModel(config), 64)
 
 
+def llama() -> CorpusModel:
+    """Llama: RMSNorm, rotary position embeddings, grouped-query attention (4 query heads
+    over 2 key/value heads), SwiGLU, a causal mask merged with the padding mask."""
+    import transformers
+
+    torch.manual_seed(16)
+    config = transformers.LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64,
+                                      num_hidden_layers=2, num_attention_heads=4,
+                                      num_key_value_heads=2, max_position_embeddings=64,
+                                      pad_token_id=0, bos_token_id=0, eos_token_id=0)
+    return _text_encoder(transformers.LlamaModel(config), 64)
+
+
+def bart() -> CorpusModel:
+    """BART, encoder and decoder: the decoder's inputs are the ids shifted right, its
+    cross-attention reads the (padded) encoder states."""
+    import transformers
+
+    torch.manual_seed(20)
+    config = transformers.BartConfig(vocab_size=64, d_model=32, encoder_layers=2,
+                                     decoder_layers=2, encoder_attention_heads=4,
+                                     decoder_attention_heads=4, encoder_ffn_dim=64,
+                                     decoder_ffn_dim=64, max_position_embeddings=32,
+                                     pad_token_id=1, bos_token_id=0, eos_token_id=2,
+                                     decoder_start_token_id=2)
+    return _text_encoder(transformers.BartModel(config), 64, low=3)
+
+
+class _ViT(nn.Module):
+    """ViT called with interpolate_pos_encoding: the position table is resized (bicubic)
+    to the patch grid, so the image size is dynamic too."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, pixels: torch.Tensor) -> torch.Tensor:
+        return self.model(pixel_values=pixels, interpolate_pos_encoding=True).last_hidden_state
+
+
 def vit() -> CorpusModel:
-    """ViT on 16x16 images, 4x4 patches; the batch is dynamic."""
+    """ViT with 4x4 patches at 16x16 and 24x24 (batch 1 and 2)."""
     import transformers
 
     torch.manual_seed(5)
     config = transformers.ViTConfig(image_size=16, patch_size=4, hidden_size=32,
                                     num_hidden_layers=2, num_attention_heads=4,
                                     intermediate_size=64)
-    feeds = tuple({"pixel_values": _floats((batch, 3, 16, 16), batch)} for batch in (1, 3))
-    proto = export(_HiddenStates(transformers.ViTModel(config), ["pixel_values"]),
+    feeds = tuple({"pixel_values": _floats((batch, 3, size, size), batch)}
+                  for batch, size in ((1, 16), (2, 24)))
+    proto = export(_ViT(transformers.ViTModel(config)),
+                   (torch.from_numpy(feeds[0]["pixel_values"]),), ["pixel_values"],
+                   ["last_hidden_state"],
+                   {"pixel_values": {0: "batch", 2: "height", 3: "width"},
+                    "last_hidden_state": {0: "batch", 1: "tokens"}})
+    return CorpusModel(proto, feeds)  # type: ignore[arg-type]
+
+
+def swin() -> CorpusModel:
+    """Swin: shifted-window attention (windows cut by Reshape/Transpose, the shift a
+    torch.roll), patch merging; batch dynamic."""
+    import transformers
+
+    torch.manual_seed(19)
+    config = transformers.SwinConfig(image_size=32, patch_size=4, embed_dim=16, depths=[2, 2],
+                                     num_heads=[2, 4], window_size=4)
+    feeds = tuple({"pixel_values": _floats((batch, 3, 32, 32), 110 + batch)}
+                  for batch in (1, 2))
+    proto = export(_HiddenStates(transformers.SwinModel(config), ["pixel_values"]),
                    (torch.from_numpy(feeds[0]["pixel_values"]),), ["pixel_values"],
                    ["last_hidden_state"], {"pixel_values": {0: "batch"},
                                            "last_hidden_state": {0: "batch"}})
+    return CorpusModel(proto, feeds)  # type: ignore[arg-type]
+
+
+def convnext() -> CorpusModel:
+    """ConvNeXt: 7x7 depthwise convolutions, channels-last LayerNorm, layer scale."""
+    import transformers
+
+    torch.manual_seed(21)
+    config = transformers.ConvNextConfig(num_channels=3, hidden_sizes=[8, 16], depths=[1, 1],
+                                         num_stages=2)
+    feeds = tuple({"pixel_values": _floats((batch, 3, size, size), 120 + batch)}
+                  for batch, size in ((1, 32), (2, 48)))
+    proto = export(_HiddenStates(transformers.ConvNextModel(config), ["pixel_values"]),
+                   (torch.from_numpy(feeds[0]["pixel_values"]),), ["pixel_values"],
+                   ["last_hidden_state"],
+                   {"pixel_values": {0: "batch", 2: "height", 3: "width"},
+                    "last_hidden_state": {0: "batch", 2: "grid_height", 3: "grid_width"}})
+    return CorpusModel(proto, feeds)  # type: ignore[arg-type]
+
+
+def wav2vec2() -> CorpusModel:
+    """wav2vec 2.0: a strided 1-d conv feature extractor over raw audio (GroupNorm), a
+    grouped positional convolution, then the encoder; batch and sample count dynamic."""
+    import transformers
+
+    torch.manual_seed(17)
+    config = transformers.Wav2Vec2Config(vocab_size=16, hidden_size=32, num_hidden_layers=2,
+                                         num_attention_heads=4, intermediate_size=64,
+                                         conv_dim=(16, 16), conv_stride=(5, 2),
+                                         conv_kernel=(10, 3), num_conv_pos_embeddings=8,
+                                         num_conv_pos_embedding_groups=4,
+                                         feat_extract_norm="group")
+    feeds = tuple({"audio": _floats((batch, samples), 100 + batch)}
+                  for batch, samples in ((1, 400), (2, 560)))
+    proto = export(_HiddenStates(transformers.Wav2Vec2Model(config), ["input_values"]),
+                   (torch.from_numpy(feeds[0]["audio"]),), ["audio"], ["last_hidden_state"],
+                   {"audio": {0: "batch", 1: "samples"},
+                    "last_hidden_state": {0: "batch", 1: "frames"}})
     return CorpusModel(proto, feeds)  # type: ignore[arg-type]
 
 
@@ -564,8 +661,9 @@ def gru_tagger() -> CorpusModel:
 
 CORPUS: dict[str, Callable[[], CorpusModel]] = {
     "bert": bert, "distilbert": distilbert, "albert": albert, "roberta": roberta,
-    "t5_encoder": t5_encoder, "gpt2_past": gpt2_past, "vit": vit,
-    "whisper_encoder": whisper_encoder, "mobilenet": mobilenet, "qdq_resnet": qdq_resnet,
+    "t5_encoder": t5_encoder, "llama": llama, "bart": bart, "gpt2_past": gpt2_past,
+    "vit": vit, "swin": swin, "convnext": convnext, "whisper_encoder": whisper_encoder,
+    "wav2vec2": wav2vec2, "mobilenet": mobilenet, "qdq_resnet": qdq_resnet,
     "paddle_cnn": paddle_cnn, "unet": unet, "conv_transformer": conv_transformer,
     "yolo_nms": yolo_nms, "rnnt": rnnt, "gru_tagger": gru_tagger,
 }

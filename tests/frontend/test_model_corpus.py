@@ -67,7 +67,8 @@ def check_recurrent(op: str):
 
 CHECKS = {"bert": check_padding_mask, "distilbert": check_padding_mask,
           "albert": check_padding_mask, "roberta": check_padding_mask,
-          "t5_encoder": check_padding_mask, "gpt2_past": check_gpt2, "yolo_nms": check_yolo,
+          "t5_encoder": check_padding_mask, "bart": check_padding_mask,
+          "gpt2_past": check_gpt2, "yolo_nms": check_yolo,
           "qdq_resnet": check_qdq, "paddle_cnn": check_paddle, "rnnt": check_recurrent("LSTM"),
           "gru_tagger": check_recurrent("GRU")}
 

@@ -607,3 +607,20 @@ def test_sequence_map_of_an_empty_sequence_needs_a_declared_type():
         from_onnx(model, {"xs": []})
     (y,) = ember.compile(model).run([[np.ones(2, np.float32)]])
     np.testing.assert_array_equal(y, [-np.ones(2, np.float32)])
+
+
+def test_a_long_unrolled_loop_compiles():
+    # 300 iterations of y = tanh(y * 0.5): 600 elementwise ops in one chain, fused in groups
+    # of a bounded size (one kernel for all would be an expression too deep to compile)
+    body = _body([helper.make_node("Identity", ["c_in"], ["c_out"]),
+                  helper.make_node("Mul", ["y_in", "half"], ["m"]),
+                  helper.make_node("Tanh", ["m"], ["y_out"])],
+                 [tensor("i", [], I64), tensor("c_in", [], B), tensor("y_in", [2])],
+                 [tensor("c_out", [], B), tensor("y_out", [2])], [const("half", np.float32(0.5))])
+    model = _loop(body, inits=[const("M", np.array(300, np.int64)), const("cond", np.array(True))])
+    y0 = rng_array(np.random.default_rng(10), (2,))
+    (got,) = ember.compile(model).run([y0])
+    want = y0
+    for _ in range(300):
+        want = np.tanh(want * np.float32(0.5))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)

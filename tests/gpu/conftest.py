@@ -6,6 +6,11 @@ import os
 import pytest
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "heavy: a whole model on PoCL, a minute or more on "
+                            "two cores (still run in CI; -m 'not heavy' skips it locally)")
+
+
 def _opencl_reason() -> str:
     try:
         from ember.runtime.devices import default_device
