@@ -1,5 +1,5 @@
 """Operators whose output shapes depend on their input values: NonZero, NonMaxSuppression,
-Unique, Compress.
+Unique, Compress, MelWeightMatrix.
 
 Their results are computed on the host by the numpy functions in HOST_OPS (ember's own
 implementations of ONNX's definitions): at import when the inputs are constants, else at run
@@ -142,8 +142,53 @@ def compress_indices(attrs: Mapping[str, Any], shape: Sequence[int],
     return np.nonzero(cond.astype(bool))[0].astype(np.int64)
 
 
+def mel_weight_matrix(attrs: Mapping[str, Any], arrays: Sequence[np.ndarray | None]
+                      ) -> list[np.ndarray]:
+    """ONNX's triangular mel filter bank, (dft_length // 2 + 1, num_mel_bins): num_mel_bins
+    + 2 points evenly spaced on the mel scale (2595 log10(1 + f / 700)) between the edges,
+    mapped to DFT bins floor((dft_length + 1) f / sample_rate); filter i rises from point i
+    to point i + 1 and falls to point i + 2."""
+    from ember.ops.elementwise import onnx_dtype
+
+    def scalar(index: int, name: str) -> float:
+        a = arrays[index] if index < len(arrays) else None
+        if a is None or np.asarray(a).size != 1:
+            raise ShapeError(f"MelWeightMatrix: {name} must be a scalar")
+        return float(np.asarray(a).reshape(-1)[0])
+
+    bins, length = int(scalar(0, "num_mel_bins")), int(scalar(1, "dft_length"))
+    rate, low, high = scalar(2, "sample_rate"), scalar(3, "lower_edge_hertz"), \
+        scalar(4, "upper_edge_hertz")
+    if bins < 1 or length < 1 or rate <= 0 or not 0 <= low < high:
+        raise ShapeError(f"MelWeightMatrix: needs num_mel_bins >= 1, dft_length >= 1, "
+                         f"sample_rate > 0 and 0 <= lower_edge_hertz < upper_edge_hertz, got "
+                         f"{bins}, {length}, {rate}, {low}, {high}")
+    dtype = onnx_dtype(int(attrs.get("output_datatype", 1)))
+    mel_low, mel_high = (2595 * np.log10(1 + f / 700) for f in (low, high))
+    points = np.arange(bins + 2) * ((mel_high - mel_low) / (bins + 2)) + mel_low
+    hertz = 700 * (np.power(10, points / 2595) - 1)
+    edges = ((length + 1) * hertz // rate).astype(np.int64)
+    spectrum = length // 2 + 1
+    if edges[-1] >= spectrum:
+        raise ShapeError(f"MelWeightMatrix: upper_edge_hertz {high} lies past the DFT's "
+                         f"highest bin (sample_rate / 2 = {rate / 2})")
+    out = np.zeros((spectrum, bins), np.float64)
+    for i in range(bins):
+        left, centre, right = (int(e) for e in edges[i:i + 3])
+        if centre == left:
+            out[centre, i] = 1.0
+        else:
+            rise = np.arange(left, centre + 1)
+            out[rise, i] = (rise - left) / (centre - left)
+        if right > centre:
+            fall = np.arange(centre, right)
+            out[fall, i] = (right - fall) / (right - centre)
+    return [out.astype(dtype.numpy)]
+
+
 HOST_OPS: dict[str, HostOp] = {"NonZero": nonzero, "NonMaxSuppression": non_max_suppression,
-                               "Unique": unique, "Compress": compress}
+                               "Unique": unique, "Compress": compress,
+                               "MelWeightMatrix": mel_weight_matrix}
 
 
 def convert_host_op(imp: _Importer, ctx: NodeContext) -> list[Value | None]:

@@ -180,7 +180,4 @@ EXPECTED_FAILURES: dict[str, tuple[str, ...]] = {
         'test_dft_inverse',
         'test_dft_inverse_opset19',
     ),
-    'op MelWeightMatrix not supported': (
-        'test_melweightmatrix',
-    ),
 }

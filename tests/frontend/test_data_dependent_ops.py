@@ -162,3 +162,39 @@ def test_max_unpool_errors() -> None:
     with pytest.raises(ShapeError, match=r"node 'maxunpool_0' \(MaxUnpool\): output_shape "
                                          r"\(1, 1, 3, 3\) must keep N and C and be at least"):
         from_onnx(model)
+
+
+@pytest.mark.parametrize("bins,length,rate,low,high", [(8, 16, 8192, 0, 4096),
+                                                        (5, 64, 16000, 100, 7000)])
+def test_mel_weight_matrix_matches_onnxruntime(bins, length, rate, low, high) -> None:
+    from ember.frontend.onnx_dynamic import mel_weight_matrix
+
+    arrays = [np.array(bins, np.int64), np.array(length, np.int64), np.array(rate, np.int64),
+              np.array(low, np.float32), np.array(high, np.float32)]
+    names = ["bins", "length", "rate", "low", "high"]
+    model = model_of([h.make_node("MelWeightMatrix", names, ["w"])], [],
+                     [h.make_tensor_value_info("w", T.FLOAT, [length // 2 + 1, bins])],
+                     [nh.from_array(a, n) for a, n in zip(arrays, names)])
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    (want,) = session.run(None, {})
+    (got,) = mel_weight_matrix({}, arrays)
+    assert got.shape == want.shape and got.dtype == np.float32
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+    assert (got >= 0).all() and (got <= 1).all()  # triangles between 0 and 1
+
+
+def test_mel_weight_matrix_errors() -> None:
+    from ember.frontend.onnx_dynamic import mel_weight_matrix
+
+    def args(*values):
+        return [np.array(v) for v in values]
+
+    with pytest.raises(ShapeError, match=r"needs num_mel_bins >= 1.*got 0, 16"):
+        mel_weight_matrix({}, args(0, 16, 8000, 0.0, 4000.0))
+    with pytest.raises(ShapeError, match=r"upper_edge_hertz 8000.0 lies past the DFT's "
+                                         r"highest bin"):
+        mel_weight_matrix({}, args(4, 16, 8000, 0.0, 8000.0))
+    with pytest.raises(ShapeError, match=r"num_mel_bins must be a scalar"):
+        mel_weight_matrix({}, [np.array([2, 3])] + args(16, 8000, 0.0, 4000.0))
+    with pytest.raises(UnsupportedOpError, match=r"ONNX data type 8"):
+        mel_weight_matrix({"output_datatype": 8}, args(4, 16, 8000, 0.0, 4000.0))
