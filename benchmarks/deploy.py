@@ -1,7 +1,8 @@
 """Deployment targets side by side: code size (runtime + model code, constants apart) and
 median latency of zoo models as an x86-64 library, standalone C, aarch64 and armv7 libraries
 (run through the C RPC server under qemu-user: EMULATED figures), and WebAssembly in
-Node.js; onnxruntime on this CPU in the same run as the reference.
+Node.js and headless Chromium (the relaxed-SIMD module where the engine runs it, else the
+simd128 fallback; the label says which); onnxruntime on this CPU in the same run as the reference.
 
     python benchmarks/deploy.py --models mobilenet_v2 resnet18 --image-size 224 --runs 5
 
@@ -142,10 +143,10 @@ def row_wasm(model, feeds, runs, work):
     done = subprocess.run(["node", str(NODE_RUNNER), str(script), str(inputs), str(outputs),
                            str(runs + WASM_WARMUP)], capture_output=True, text=True,
                           check=True)
-    seconds = json.loads(done.stdout)["seconds"][WASM_WARMUP:]
+    report = json.loads(done.stdout)
     out = np.fromfile(outputs / "0.bin", np.float32)
-    return out, median(seconds), wasm.stat().st_size, (work / "web" / "model.weights").stat(
-        ).st_size
+    return out, median(report["seconds"][WASM_WARMUP:]), _wasm_size(work / "web", report[
+        "simd"]), (work / "web" / "model.weights").stat().st_size, report["simd"]
 
 
 _BENCH_PAGE = """<!doctype html><script type="module">
@@ -166,7 +167,8 @@ for (let r = 0; r < RUNS; r++) {
   outputs = model.run(feeds);
   seconds.push((performance.now() - start) / 1000);
 }
-window.benchResult = { seconds, out: Array.from(Object.values(outputs)[0]) };
+window.benchResult = { seconds, out: Array.from(Object.values(outputs)[0]),
+                       simd: model.simd };
 </script>"""
 
 
@@ -195,7 +197,14 @@ def row_chromium(model, feeds, runs, work):
     finally:
         server.shutdown()
     return (np.array(result["out"], np.float32), median(result["seconds"]),
-            (site / "model.wasm").stat().st_size, (site / "model.weights").stat().st_size)
+            _wasm_size(site, result["simd"]), (site / "model.weights").stat().st_size,
+            result["simd"])
+
+
+def _wasm_size(directory, simd):
+    """Bytes of the module the engine loaded: relaxed SIMD or the simd128 fallback."""
+    return (directory / ("model.wasm" if simd == "relaxed-simd" else "model.simd128.wasm")
+            ).stat().st_size
 
 
 def main() -> int:
@@ -230,11 +239,12 @@ def main() -> int:
                         out, s, code, const = row_c(model, feeds, args.runs, work)
                         label = "C99 (cc -O2, portable)"
                     elif target == "chromium":
-                        out, s, code, const = row_chromium(model, feeds, args.runs, work)
-                        label = "wasm32+simd128 (headless Chromium)"
+                        out, s, code, const, simd = row_chromium(model, feeds, args.runs,
+                                                                 work)
+                        label = f"wasm32+{simd} (headless Chromium)"
                     elif target == "wasm":
-                        out, s, code, const = row_wasm(model, feeds, args.runs, work)
-                        label = "wasm32+simd128 (Node.js " + subprocess.run(
+                        out, s, code, const, simd = row_wasm(model, feeds, args.runs, work)
+                        label = f"wasm32+{simd} (Node.js " + subprocess.run(
                             ["node", "--version"], capture_output=True, text=True
                         ).stdout.strip() + ")"
                     else:

@@ -236,7 +236,8 @@ def category(reason: str) -> str:
         return "8-bit float and sub-byte data types (float8, float4, int4, int2) are not supported"
     rules = [
         (r"the model uses ONNX opset", "opset below 11 (ember imports opsets 11 and newer)"),
-        (r"only tensor inputs are supported", "sequence and optional types are not supported"),
+        (r"only tensor, sequence and optional inputs are supported",
+         "map types are not supported"),
         (r"operator '[\w]+' of domain '([\w.]+)'", "operators of domain {0} are not supported"),
         (r"operator '(\w+)' is not supported", "op {0} not supported"),
         (r"condition computed at run time", "If with a run-time condition is not supported"),

@@ -286,10 +286,14 @@ def export_wasm(model: Any, directory: str | os.PathLike[str], name: str | None 
                 input_shapes: Mapping[str, Sequence[int]] | None = None,
                 opt_level: int = 3, target: str | Target = "wasm",
                 cache: CacheArg = True, jobs: int | None = None,
-                progress: bool | None = None) -> Path:
+                progress: bool | None = None, fallback: bool = True) -> Path:
     """`model` as WebAssembly in `directory`: NAME.wasm, NAME.weights and the ES module
     NAME.js (`const m = await load(); m.run({input: Float32Array})`); returns the .js.
-    NAME defaults to the model file's stem, else "model"."""
+    NAME defaults to the model file's stem, else "model".
+
+    The default target uses relaxed SIMD (fused multiply-add); with `fallback` the same
+    model is also built without it as NAME.simd128.wasm, which the loader picks in an
+    engine that lacks relaxed SIMD (Node.js 20 without --experimental-wasm-relaxed-simd)."""
     from ember.lowering import wasm
 
     _exportable(model)
@@ -298,8 +302,15 @@ def export_wasm(model: Any, directory: str | os.PathLike[str], name: str | None 
     wasm.find_wasm_ld()  # before the compile: fail fast
     if name is None:
         name = Path(model).stem if isinstance(model, (str, os.PathLike)) else "model"
-    built = _prepare(model, tgt, opt_level, input_shapes, cache, jobs, progress, False)
-    return wasm.write_wasm(built, tgt, root, name)
+    check_arguments(opt_level, input_shapes, cache, jobs, progress, False)
+    if not isinstance(fallback, bool):
+        raise ArgumentError(f"export_wasm: fallback must be True or False, got {fallback!r}")
+    graph = import_model(model, input_shapes)
+    built = prepare(graph, tgt, opt_level, cache, jobs, progress, False)
+    portable = wasm.fallback_target(tgt) if fallback else None
+    spare = (portable, prepare(graph, portable, opt_level, cache, jobs, progress, False)
+             ) if portable is not None else None
+    return wasm.write_wasm(built, tgt, root, name, spare)
 
 
 def export_objects(model: Any, directory: str | os.PathLike[str],

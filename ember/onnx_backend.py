@@ -34,9 +34,9 @@ class EmberRep(BackendRep):
         self.target = target
         for vi in model.graph.input:
             kind = vi.type.WhichOneof("value")
-            if kind != "tensor_type":
-                raise UnsupportedOpError(f"graph input '{vi.name}': only tensor inputs are "
-                                         f"supported, got a {kind}")
+            if kind not in ("tensor_type", "sequence_type", "optional_type"):
+                raise UnsupportedOpError(f"graph input '{vi.name}': only tensor, sequence and "
+                                         f"optional inputs are supported, got a {kind}")
         self.specialized = SpecializedModel(model, lambda g: ember.compile(g, target=target))
         self.input_names = self.specialized.input_names
         self.specialized.prepare()

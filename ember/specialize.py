@@ -29,9 +29,10 @@ from typing import Any, Callable
 import numpy as np
 
 from ember.errors import ArgumentError, ShapeError
-from ember.frontend.onnx import UnsupportedModelError, from_onnx, load_model
+from ember.frontend.onnx import UnsupportedModelError, import_onnx, load_model
 from ember.frontend.onnx_dynamic import HOST_OPS
 from ember.frontend.onnx_fold import attribute_value
+from ember.frontend.onnx_sequence import Layout, flatten_feed, is_tensor_type, unflatten
 from ember.graph.ir import Graph, Value
 from ember.lowering.evaluate import evaluate_node
 
@@ -82,6 +83,13 @@ class _Step:
     program: Program
     fetch: tuple[str, ...] = ()
     host: tuple[Any, ...] = ()          # onnx NodeProtos
+    layouts: tuple[Layout, ...] = ()    # the main program's outputs' structure
+
+    def outputs(self, feeds: Mapping[str, np.ndarray]) -> list[Any]:
+        """The main program's outputs, sequences regrouped into lists (optionals: None or
+        their element)."""
+        flat = iter(self.program.run(feeds))
+        return [unflatten(layout, flat) for layout in self.layouts]
 
     def values(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """The values of `names` for these inputs."""
@@ -107,10 +115,15 @@ class SpecializedModel:
         self.model = load_model(model)
         self.max_programs = max(1, int(max_programs))
         self.compile_graph = compile_graph
-        self.input_shapes = {k: tuple(int(d) for d in v) for k, v in (input_shapes or {}).items()}
         initializers = {t.name for t in self.model.graph.initializer}
         self.inputs = [vi for vi in self.model.graph.input if vi.name not in initializers]
         self.input_names = [vi.name for vi in self.inputs]
+        containers = sorted(vi.name for vi in self.inputs if not is_tensor_type(vi.type)
+                            and vi.name in (input_shapes or {}))
+        if containers:
+            raise ArgumentError(f"input_shapes names {containers}, which are sequence or "
+                                "optional inputs: their shapes come from each run's values")
+        self.input_shapes = {k: tuple(int(d) for d in v) for k, v in (input_shapes or {}).items()}
         unknown = sorted(set(self.input_shapes) - set(self.input_names))
         if unknown:
             raise ArgumentError(f"input_shapes names {unknown}, which are not graph inputs of "
@@ -118,6 +131,13 @@ class SpecializedModel:
         self._steps: dict[Any, _Step] = {}
         self._declared = {vi.name for vi in self.inputs if vi.name not in self.input_shapes
                           and _declared_shape(vi) is not None}
+        # per input: the dims each run's shape must fit (None: any), read from the proto
+        # once, since every run checks them
+        self._fits = {vi.name: _declared_dims(vi) for vi in self.inputs}
+        # sequence and optional inputs: their structure (element shapes) is part of each key
+        self._containers = {vi.name: vi.type for vi in self.inputs
+                            if not is_tensor_type(vi.type)}
+        self._structure: dict[str, Any] = {}      # of the current run's container inputs
         self.compiles = 0          # programs compiled so far (tests and users can watch it)
 
     def prepare(self) -> None:
@@ -138,11 +158,23 @@ class SpecializedModel:
             self._steps[key] = self._make_step(feeds, {})
 
     def _shape_key(self, feeds: Mapping[str, np.ndarray]) -> Any:
-        return tuple((n, feeds[n].shape, feeds[n].dtype.str) for n in self.input_names)
+        return tuple((n, repr(self._structure.get(n)), tuple(
+            (name, feeds[name].shape, feeds[name].dtype.str) for name in
+            (self._flat_names(n, feeds) if n in self._containers else [n])))
+            for n in self.input_names)
+
+    @staticmethod
+    def _flat_names(name: str, feeds: Mapping[str, np.ndarray]) -> list[str]:
+        """The flat input names a container input's elements run under."""
+        return [n for n in feeds if n == name or n.startswith(name + "[")]
 
     # running ---------------------------------------------------------------------------
-    def run(self, inputs: Mapping[str, Any] | Sequence[Any]) -> list[np.ndarray]:
-        """Outputs in graph-output order, for inputs by name (dict) or position (list)."""
+    def run(self, inputs: Mapping[str, Any] | Sequence[Any]) -> list[Any]:
+        """Outputs in graph-output order, for inputs by name (dict) or position (list).
+
+        A sequence input is a list of arrays (an optional one: None or its element); a
+        sequence output comes back as a list of arrays, an optional one as None or its
+        element."""
         feeds = self.feeds(inputs)
         shapes = self._shape_key(feeds)
         bound: dict[str, np.ndarray] = {}
@@ -156,7 +188,7 @@ class SpecializedModel:
                     self._steps.pop(next(iter(self._steps)))
             self._steps[key] = step                  # most recently used last
             if not step.names:
-                return step.program.run(self._unbound(feeds, bound))
+                return step.outputs(self._unbound(feeds, bound))
             bound.update(step.values(self._unbound(feeds, bound)))
         raise UnsupportedModelError([f"more than {MAX_STEPS} chained shape programs (values "
                                      f"bound so far: {sorted(bound)})"], frozenset(bound))
@@ -179,9 +211,17 @@ class SpecializedModel:
                 raise ArgumentError(f"the model takes {len(self.input_names)} inputs "
                                     f"{self.input_names}, got {len(arrays)}")
         # np.asarray, not np.ascontiguousarray, which makes 0-d arrays 1-d
-        feeds = {n: np.asarray(a, order="C") for n, a in zip(self.input_names, arrays)}
+        feeds: dict[str, np.ndarray] = {}
+        self._structure = {}
+        for n, a in zip(self.input_names, arrays):
+            if n in self._containers:
+                self._structure[n], flat = flatten_feed(n, self._containers[n], a)
+                feeds.update(flat)
+            else:
+                feeds[n] = np.asarray(a, order="C")
         for vi in self.inputs:
-            self._check_shape(vi, feeds[vi.name].shape)
+            if vi.name not in self._containers:
+                self._check_shape(vi, feeds[vi.name].shape)
         return feeds
 
     def _check_shape(self, vi: Any, shape: tuple[int, ...]) -> None:
@@ -191,12 +231,9 @@ class SpecializedModel:
                 raise ArgumentError(f"input '{vi.name}': shape {tuple(shape)}, but the model "
                                     f"was compiled with input_shapes {fixed}")
             return
-        tensor = vi.type.tensor_type
-        if not tensor.HasField("shape"):
+        declared = self._fits[vi.name]
+        if declared is None:
             return
-        dims = tensor.shape.dim
-        declared = tuple(d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else None
-                         for d in dims)
         if len(declared) != len(shape) or any(d is not None and d != s
                                               for d, s in zip(declared, shape)):
             text = "(" + ", ".join("?" if d is None else str(d) for d in declared) + ")"
@@ -213,7 +250,7 @@ class SpecializedModel:
         host: list[Any] = []
         for _ in range(MAX_STEPS):
             try:
-                graph = self._import(feeds, bound, fetch)
+                graph, layouts = self._import(feeds, bound, fetch)
             except UnsupportedModelError as err:
                 needed = sorted(set(err.dynamic_values) - set(bound) - set(fetch or ()))
                 if not needed:
@@ -223,7 +260,7 @@ class SpecializedModel:
                 continue
             self.compiles += 1
             return _Step(tuple(names or ()), Program(graph, self.compile_graph),
-                         tuple(fetch or ()), tuple(host))
+                         tuple(fetch or ()), tuple(host), layouts)
         raise UnsupportedModelError([f"values needed as constants keep growing after "
                                      f"{MAX_STEPS} rounds: {names}"], frozenset(names or ()))
 
@@ -248,13 +285,15 @@ class SpecializedModel:
         return sorted(fetch), [nodes[i] for i in sorted(host)]
 
     def _import(self, feeds: Mapping[str, np.ndarray], bound: Mapping[str, np.ndarray],
-                names: list[str] | None) -> Graph:
+                names: list[str] | None) -> tuple[Graph, tuple[Layout, ...]]:
         # only the shapes the model leaves open: a declared shape stays the model's own
-        shapes = {n: feeds[n].shape for n in self.input_names
-                  if n not in bound and n not in self._declared}
+        shapes: dict[str, Any] = {n: feeds[n].shape for n in self.input_names
+                                  if n not in bound and n not in self._declared
+                                  and n not in self._containers}
+        shapes.update(self._structure)
         try:
-            return from_onnx(self.model, shapes, dict(bound), outputs=names,
-                             evaluate=evaluate_node)
+            return import_onnx(self.model, shapes, dict(bound), outputs=names,
+                               evaluate=evaluate_node)
         except ShapeError as err:
             raise ShapeError(f"for input shapes { {n: tuple(s) for n, s in shapes.items()} }: "
                              f"{err}") from None
@@ -267,10 +306,13 @@ class SpecializedModel:
 def needs_specialization(model: Any, input_shapes: Mapping[str, Sequence[int]] | None
                          ) -> bool:
     """Whether an ONNX model has input dims that input_shapes leave undecided (symbolic,
-    unknown, or declared -1 / 0)."""
+    unknown, or declared -1 / 0), or sequence or optional inputs or outputs."""
     proto = load_model(model)
     given = input_shapes or {}
     initializers = {t.name for t in proto.graph.initializer}
+    if any(not is_tensor_type(vi.type) for vi in [*proto.graph.input, *proto.graph.output]
+           if vi.name not in initializers):
+        return True             # sequences and optionals: structure from each run's values
     for vi in proto.graph.input:
         if vi.name in initializers or vi.name in given:
             continue
@@ -280,6 +322,16 @@ def needs_specialization(model: Any, input_shapes: Mapping[str, Sequence[int]] |
         if any(not (d.HasField("dim_value") and d.dim_value > 0) for d in tensor.shape.dim):
             return True
     return False
+
+
+def _declared_dims(vi: Any) -> tuple[int | None, ...] | None:
+    """The input's dims, None for each one left open (symbolic, unknown, <= 0); None when
+    the input declares no shape."""
+    tensor = vi.type.tensor_type
+    if vi.type.WhichOneof("value") != "tensor_type" or not tensor.HasField("shape"):
+        return None
+    return tuple(int(d.dim_value) if d.HasField("dim_value") and d.dim_value > 0 else None
+                 for d in tensor.shape.dim)
 
 
 def _declared_shape(vi: Any) -> tuple[int, ...] | None:

@@ -22,9 +22,9 @@ _KIND_OPTIONS: dict[str, tuple[str, ...]] = {
     "llvm": ("mabi", "mfloat-abi"),
     "c": ("mabi",),
     "cuda": ("arch", "ptx", "codegen", "max-threads-per-block", "max-shared-memory-per-block"),
-    "rocm": ("max-threads-per-block", "max-shared-memory-per-block"),
-    "opencl": ("device", "max-threads-per-block"),
-    "metal": ("max-threads-per-block",),
+    "rocm": ("max-threads-per-block", "max-shared-memory-per-block", "code-object"),
+    "opencl": ("device", "max-threads-per-block", "max-shared-memory-per-block"),
+    "metal": ("max-threads-per-block", "max-shared-memory-per-block"),
     "wasm": (),
 }
 _INT_OPTIONS = ("num-cores", "opt-level", "max-threads-per-block", "max-shared-memory-per-block")
@@ -270,6 +270,10 @@ def _parse(text: str) -> tuple[str, str, tuple[str, ...], str, tuple[tuple[str, 
                               f"got {mtriple!r}")
         if "+simd128" not in mattr and "-simd128" not in mattr:
             mattr = mattr + ("+simd128",)
+        # relaxed SIMD's fused multiply-add (f32x4.relaxed_madd) halves the arithmetic of
+        # every dot product; engines without it load the simd128 fallback (export_wasm)
+        if "-simd128" not in mattr and not {"+relaxed-simd", "-relaxed-simd"} & set(mattr):
+            mattr = mattr + ("+relaxed-simd",)
     return kind, mcpu, mattr, mtriple, tuple(sorted(options.items()))
 
 

@@ -25,7 +25,7 @@ SYSFS_CACHE = Path("/sys/devices/system/cpu/cpu0/cache")
 EXTENSIONS = ("fma", "avx", "avx2", "avx512f", "avx512bw", "avx512vl", "avx512vnni",
               "avx512bf16", "avx512fp16", "avxvnni", "amx-tile", "amx-int8", "amx-bf16",
               "amx-fp16", "neon", "sve", "sve2", "dotprod", "i8mm", "bf16", "fullfp16",
-              "simd128")
+              "simd128", "relaxed-simd")
 
 # (FMA units, bits each) per CPU name; a unit is a pipe that starts one vector FMA a cycle.
 # Zen 4 runs 512-bit FMAs on two 256-bit pipes; client Ice Lake has one 512-bit FMA unit.
@@ -179,7 +179,7 @@ def _facts(spec: str, host: bool) -> TargetFacts:
     vector_bits = target.vector_bits
     units, bits = _FMA.get(cpu, (0, 0))
     if not units:  # unknown CPU: two pipes of the vector width where there is an FMA
-        has_fma = "fma" in extensions or arch == "arm"
+        has_fma = "fma" in extensions or arch == "arm" or "relaxed-simd" in extensions
         units, bits = (2 if has_fma else 1), vector_bits
     bits = min(bits, vector_bits)  # -mattr=-avx512f on an AVX-512 CPU: 256-bit FMAs
     caches = _sysfs_caches() if host else None

@@ -9,8 +9,8 @@ import numpy as np
 from ember.arith.canonical import wrap_int
 from ember.dtype import DType
 from ember.tir.expr import (
-    EQ, GE, GT, LE, LT, NE, Add, And, Broadcast, Div, Expr, FloatImm, FloorDiv, FloorMod,
-    IntImm, Max, Min, Mul, Or, Sub,
+    EQ, GE, GT, LE, LT, NE, Add, And, BitwiseAnd, BitwiseOr, BitwiseXor, Broadcast, Div, Expr,
+    FloatImm, FloorDiv, FloorMod, IntImm, Max, Min, Mul, Or, Sub,
 )
 
 
@@ -82,6 +82,12 @@ def fold_binary(e: Expr, a: int | float, b: int | float) -> Expr | None:
         value = int(bool(a_int) and bool(b_int))
     elif t is Or:
         value = int(bool(a_int) or bool(b_int))
+    elif t is BitwiseAnd:  # Python's ints are two's complement; make_const wraps to the type
+        value = a_int & b_int
+    elif t is BitwiseOr:
+        value = a_int | b_int
+    elif t is BitwiseXor:
+        value = a_int ^ b_int
     elif b_int == 0:
         return None  # division by zero stays for the program to face
     elif t is FloorDiv:

@@ -126,8 +126,10 @@ def rewrite_or(s: Simplifier, e: Or) -> Expr | None:
 def simplify_not(s: Simplifier, e: Not) -> Expr:
     a = s.visit(e.a)
     value = scalar_const(a)
-    if value is not None:  # !true -> false
+    if value is not None and e.dtype.is_bool:  # !true -> false
         return make_const(int(not value), e.dtype)
+    if value is not None and e.dtype.is_int:  # ~c, the complement, wrapped to the type
+        return make_const(~int(value), e.dtype)
     match a:
         case Not(x):  # !!x -> x
             return x

@@ -24,8 +24,11 @@ from ember.tir.functor import substitute
 
 # C operator precedence (higher binds tighter)
 PRIMARY, UNARY, MUL, ADD, REL, EQUAL, LAND, LOR, COND = 16, 15, 13, 12, 10, 9, 5, 4, 3
+BITAND, BITXOR, BITOR = 8, 7, 6
 
 _ARITH = {E.Add: ("+", ADD), E.Sub: ("-", ADD), E.Mul: ("*", MUL), E.Div: ("/", MUL)}
+_BITWISE = {E.BitwiseAnd: ("&", BITAND), E.BitwiseXor: ("^", BITXOR),
+            E.BitwiseOr: ("|", BITOR)}
 _LOGIC = {E.EQ: ("==", EQUAL), E.NE: ("!=", EQUAL), E.LT: ("<", REL), E.LE: ("<=", REL),
           E.GT: (">", REL), E.GE: (">=", REL), E.And: ("&&", LAND), E.Or: ("||", LOR)}
 
@@ -164,6 +167,8 @@ class ExprPrinter:
                 return self._arith(e, lane)
             case E.CompareOp() | E.And() | E.Or():
                 return self._logic(e, lane)
+            case E.BitwiseAnd() | E.BitwiseOr() | E.BitwiseXor():
+                return self._bitwise(e, lane)
             case E.Not(a):
                 if a.dtype.is_bool:
                     return f"!{self.sub(a, lane, UNARY)}", UNARY
@@ -246,6 +251,15 @@ class ExprPrinter:
             texts.append(self.sub(child, lane, need, typed(other)))
             self._guarded -= guarded
         return f"{texts[0]} {op} {texts[1]}", prec
+
+    def _bitwise(self, e: E.BinaryOp, lane: str | None) -> tuple[str, int]:
+        op, prec = _BITWISE[type(e)]
+        if not e.dtype.element.is_int:
+            raise CodegenError(f"bitwise '{op}' on {e.dtype} values in {e}; it takes integers")
+        # operands in parentheses unless primary: C's bitwise precedences surprise readers
+        a = self.sub(e.a, lane, UNARY, typed(e.b))
+        b = self.sub(e.b, lane, UNARY, typed(e.a))
+        return self._wrap_narrow(e.dtype, f"{a} {op} {b}", prec)
 
     def _floor(self, e: E.BinaryOp, lane: str | None) -> tuple[str, int]:
         element = e.dtype.element
@@ -334,7 +348,26 @@ class ExprPrinter:
                                f"type {indices[0].dtype}; expected an integer")
         return self.expr(indices[0], lane, bare=True)
 
+    def _reinterpret(self, e: E.Call, lane: str | None) -> tuple[str, int]:
+        """The bits of a value as another type of one width: a cast between integers, a
+        memcpy helper where a float is involved."""
+        (arg,) = e.args
+        source, target = arg.dtype.element.storage, e.dtype.element.storage
+        if source.bits != target.bits or source.is_bool or target.is_bool:
+            raise CodegenError(f"reinterpret from {arg.dtype} to {e.dtype}: the widths differ")
+        if source == target:
+            return self.print(arg, lane)
+        if source.is_float or target.is_float:
+            if source.bits == 16:
+                raise CodegenError("the C back end holds float16 in floats: reinterpret of "
+                                   f"{arg.dtype} as {e.dtype} is not supported")
+            name = f"ember_bits_{type_suffix(source)}_{type_suffix(target)}"
+            return f"{self.helper(name)}({self.expr(arg, lane)})", PRIMARY
+        return f"({compute_ctype(target)}){self.sub(arg, lane, UNARY)}", UNARY
+
     def _call(self, e: E.Call, lane: str | None) -> tuple[str, int]:
+        if e.name == "reinterpret" and len(e.args) == 1:
+            return self._reinterpret(e, lane)
         info = lookup(e.name, len(e.args))
         if info is None:
             raise CodegenError(f"call of unknown function '{e.name}' in {e}; the C back end "

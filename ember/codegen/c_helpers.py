@@ -124,6 +124,16 @@ def _minmax(kind: str, suffix: str, ctype: str) -> str:
             "}")
 
 
+def _bits(source: str, source_type: str, target: str, target_type: str) -> str:
+    """The bits of a `source_type` as a `target_type` of one width (memcpy is the defined
+    way in C; compilers make it a register move)."""
+    return (f"static inline {target_type} ember_bits_{source}_{target}({source_type} x) {{\n"
+            f"    {target_type} r;\n"
+            "    memcpy(&r, &x, sizeof(r));\n"
+            "    return r;\n"
+            "}")
+
+
 def _all_helpers() -> dict[str, str]:
     table = {
         "ember_f16_to_f32": _F16_TO_F32,
@@ -131,6 +141,13 @@ def _all_helpers() -> dict[str, str]:
         "ember_f16_round": _F16_ROUND,
         "ember_alloc": _ALLOC,
     }
+    for float_suffix, float_type, ints in (("f32", "float", ("u32", "i32")),
+                                           ("f64", "double", ("u64", "i64"))):
+        for int_suffix in ints:
+            table[f"ember_bits_{float_suffix}_{int_suffix}"] = _bits(
+                float_suffix, float_type, int_suffix, INT_TYPES[int_suffix])
+            table[f"ember_bits_{int_suffix}_{float_suffix}"] = _bits(
+                int_suffix, INT_TYPES[int_suffix], float_suffix, float_type)
     for suffix, ctype in INT_TYPES.items():
         for kind in ("div", "floordiv", "floormod"):
             table[f"ember_{kind}_{suffix}"] = _divide(kind, suffix, ctype)

@@ -30,7 +30,7 @@ _STORAGE_TYPES = {**_COMPUTE_TYPES, "float16": "uint16_t", "bool": "uint8_t"}
 def compute_ctype(dtype: DType) -> str:
     """The C type holding one lane of `dtype` in a register (float16 is computed as float)."""
     try:
-        return _COMPUTE_TYPES[str(dtype.element)]
+        return _COMPUTE_TYPES[str(dtype.element.storage)]
     except KeyError:
         raise CodegenError(f"the C back end has no type for {dtype}") from None
 
@@ -38,14 +38,14 @@ def compute_ctype(dtype: DType) -> str:
 def storage_ctype(dtype: DType) -> str:
     """The C type of one element of `dtype` in memory (bool is a byte, float16 its bits)."""
     try:
-        return _STORAGE_TYPES[str(dtype.element)]
+        return _STORAGE_TYPES[str(dtype.element.storage)]
     except KeyError:
         raise CodegenError(f"the C back end cannot store elements of type {dtype}") from None
 
 
 def type_suffix(dtype: DType) -> str:
     """Suffix of per-type helpers: f32 (also for float16), f64, i8 ... u64, b."""
-    element = dtype.element
+    element = dtype.element.storage
     if element.is_bool:
         return "b"
     if element.is_float:

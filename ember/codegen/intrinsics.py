@@ -44,6 +44,14 @@ INTRINSICS: dict[str, Intrinsic] = {i.name: i for i in (
     Intrinsic("fabs", 1, "llvm.fabs", "fabsf", "fabs"),
     Intrinsic("sin", 1, "llvm.sin", "sinf", "sin"),
     Intrinsic("cos", 1, "llvm.cos", "cosf", "cos"),
+    # inverse trigonometric and hyperbolic functions: libm on every back end (LLVM's own
+    # intrinsics for them are too new for the LLVM llvmlite links)
+    Intrinsic("asin", 1, "", "asinf", "asin"),
+    Intrinsic("acos", 1, "", "acosf", "acos"),
+    Intrinsic("atan", 1, "", "atanf", "atan"),
+    Intrinsic("asinh", 1, "", "asinhf", "asinh"),
+    Intrinsic("acosh", 1, "", "acoshf", "acosh"),
+    Intrinsic("atanh", 1, "", "atanhf", "atanh"),
     Intrinsic("fma", 3, "llvm.fma", "fmaf", "fma"),
 )}
 

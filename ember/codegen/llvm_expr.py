@@ -11,6 +11,7 @@ from ember.codegen import intrinsics
 from ember.dtype import DType
 from ember.errors import CodegenError
 from ember.tir.expr import (
+    BitwiseAnd, BitwiseOr, BitwiseXor,
     EQ, GE, GT, LE, LT, NE, Add, And, Broadcast, Call, Cast, CompareOp, Div, Expr, FloatImm,
     FloorDiv, FloorMod, IntImm, Let, Load, Max, Min, Mul, Not, Or, Ramp, Select, Sub, Var,
 )
@@ -30,6 +31,8 @@ def llvm_type(dtype: DType) -> ir.Type:
     """The register type of `dtype`: float32x16 -> <16 x float>, bool -> i1."""
     if dtype.is_handle:
         return PTR
+    if dtype.is_storage_only:  # bfloat16, float8, int4...: their bits (see ember.ops.lowp)
+        dtype = dtype.storage
     if dtype.is_float:
         scalar: ir.Type = {16: ir.HalfType(), 32: ir.FloatType(), 64: ir.DoubleType()}[dtype.bits]
     elif dtype.is_bool:
@@ -342,6 +345,15 @@ class ExprEmitter:
     def emit_Or(self, e: Or) -> ir.Value:
         return self.builder.or_(self.expr(e.a), self.expr(e.b))
 
+    def emit_BitwiseAnd(self, e: BitwiseAnd) -> ir.Value:
+        return self.builder.and_(self.expr(e.a), self.expr(e.b))
+
+    def emit_BitwiseOr(self, e: BitwiseOr) -> ir.Value:
+        return self.builder.or_(self.expr(e.a), self.expr(e.b))
+
+    def emit_BitwiseXor(self, e: BitwiseXor) -> ir.Value:
+        return self.builder.xor(self.expr(e.a), self.expr(e.b))
+
     def emit_Not(self, e: Not) -> ir.Value:
         return self.builder.not_(self.expr(e.a))
 
@@ -431,6 +443,8 @@ class ExprEmitter:
             return self.expr(e.args[0])
         if e.name == "address_of":
             return self._address_of(e)
+        if e.name == "reinterpret" and len(e.args) == 1:
+            return self._reinterpret(e)
         info = intrinsics.lookup(e.name, len(e.args))
         if info is None:
             return self._extern_call(e)
@@ -451,6 +465,16 @@ class ExprEmitter:
                 return self.element_pointer(base, buffer.dtype, self.expr(index))
         raise CodegenError(f"address_of takes one scalar load with a flat index and has dtype "
                            f"handle, got {e}")
+
+    def _reinterpret(self, e: Call) -> ir.Value:
+        """reinterpret(x): the same bits as another type of the same width (a bitcast)."""
+        (arg,) = e.args
+        src, dst = arg.dtype.storage, e.dtype.storage
+        if src.bits * src.lanes != dst.bits * dst.lanes or src.is_bool or dst.is_bool:
+            raise CodegenError(f"reinterpret from {arg.dtype} to {e.dtype}: the widths differ")
+        value = self.expr(arg)
+        to = llvm_type(e.dtype)
+        return value if value.type == to else self.builder.bitcast(value, to)
 
     def _float_intrinsic(self, name: str, dtype: DType, args: list[ir.Value]) -> ir.Value:
         from ember.codegen.llvm_math import emit_math

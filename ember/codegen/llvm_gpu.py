@@ -11,9 +11,9 @@ what a GPU kernel needs on top:
 - barriers are `llvm.nvvm.barrier0` / `llvm.amdgcn.s.barrier` between workgroup fences;
 - math that the backend cannot select (exp, log, tanh, erf, pow...) calls libdevice
   (`__nv_expf`...) on NVPTX, linked from libdevice.10.bc when one is found (the CUDA
-  toolkit's nvvm/libdevice); AMDGPU expands exp, log and sin/cos itself, tanh is written
-  with exp, and the rest (erf, pow...) is rejected with the function's name, since no
-  device math library (ROCm's OCML) is linked.
+  toolkit's nvvm/libdevice); AMDGPU expands exp, log and sin/cos itself, and erf, pow,
+  tanh... are float32 formulas over those (ember.codegen.amdgpu_math), since no device
+  math library (ROCm's OCML) is linked; float64 ones are refused by name.
 
 Kernels keep the CUDA C launch ABI: one pointer per buffer, then the scalars.
 """
@@ -26,6 +26,7 @@ import os
 from llvmlite import ir
 from llvmlite.ir import instructions
 
+from ember.codegen import amdgpu_math, intrinsics
 from ember.codegen.gpu_kernels import DeviceProgram, Kernel
 from ember.codegen.llvm import FunctionEmitter, ModuleContext
 from ember.codegen.llvm_expr import I8, I32, PTR, llvm_type
@@ -41,19 +42,52 @@ _LIBDEVICE_INTRINSICS = {"llvm.exp": "exp", "llvm.exp2": "exp2", "llvm.log": "lo
                          "llvm.log2": "log2", "llvm.log10": "log10", "llvm.pow": "pow",
                          "llvm.sin": "sin", "llvm.cos": "cos", "llvm.tan": "tan",
                          "llvm.tanh": "tanh", "llvm.exp10": "exp10"}
-# those the AMDGPU backend expands itself
-_AMDGPU_NATIVE = ("llvm.exp", "llvm.exp2", "llvm.log", "llvm.log2", "llvm.sin", "llvm.cos")
+
+
+def _libm_stem(name: str, kernel: str) -> str:
+    """The intrinsic stem of a float32 libm function (erff -> erf); float64 ones refused."""
+    for info in intrinsics.INTRINSICS.values():
+        if name == info.c32:
+            return info.name
+        if name == info.c64:
+            raise CodegenError(f"kernel '{kernel}': {name} (float64) has no AMDGPU lowering "
+                               "(float32 only; ember links no device math library for rocm)")
+    raise CodegenError(f"kernel '{kernel}': {name} has no AMDGPU lowering and ember links no "
+                       "device math library for rocm")
+
+
+def amdgpu_formula(module: ir.Module, stem: str, ty: ir.Type) -> ir.Function:
+    """`module`'s internal function `ember.amdgpu.<stem>` (float32), built on first use."""
+    name = f"ember.amdgpu.{stem}"
+    if name in module.globals:
+        return module.globals[name]
+    formula = amdgpu_math.FORMULAS[stem]
+    arity = 2 if stem == "pow" else 1
+    fn = ir.Function(module, ir.FunctionType(ty, [ty] * arity), name=name)
+    fn.linkage = "internal"
+    fn.attributes.add("alwaysinline")
+    builder = ir.IRBuilder(fn.append_basic_block("entry"))
+
+    def call(base: str, t: ir.Type, args: list[ir.Value]) -> ir.Value:
+        full = f"{base}.f32"
+        callee = module.globals.get(full) or ir.Function(
+            module, ir.FunctionType(t, [t] * len(args)), name=full)
+        return builder.call(callee, args)
+
+    builder.ret(formula(builder, call, ty, *fn.args))
+    return fn
 
 
 def find_libdevice() -> str | None:
-    """libdevice.10.bc of a CUDA toolkit ($CUDA_HOME, /usr/local/cuda*), else None."""
-    roots = [os.environ.get("CUDA_HOME", ""), os.environ.get("CUDA_PATH", ""),
-             "/usr/local/cuda", *sorted(glob.glob("/usr/local/cuda-*"), reverse=True)]
+    """libdevice.10.bc of a CUDA toolkit ($CUDA_HOME, /usr/local/cuda*, the
+    nvidia-cuda-nvcc wheel), else None."""
+    from ember.codegen.nvptx import _toolkit_homes
+
+    roots = [*_toolkit_homes(), *sorted(glob.glob("/usr/local/cuda-*"), reverse=True)]
     for root in roots:
-        if root:
-            path = os.path.join(root, "nvvm", "libdevice", "libdevice.10.bc")
-            if os.path.isfile(path):
-                return path
+        path = os.path.join(root, "nvvm", "libdevice", "libdevice.10.bc")
+        if os.path.isfile(path):
+            return path
     return None
 
 
@@ -117,33 +151,43 @@ class KernelEmitter(FunctionEmitter):
         if not self.nvptx:
             self.entry_builder = _AmdgpuEntry(self.entry_builder)  # type: ignore[assignment]
 
-    # math: libdevice names on NVPTX -------------------------------------------------------
+    # math: libdevice names on NVPTX, ember.codegen.amdgpu_math on AMDGPU ----------------
     def declare(self, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
-        if not name.startswith(("llvm.", "__nv_")):  # a libm function (tanhf, erff...)
+        if not name.startswith(("llvm.", "__nv_", "ember.")):  # a libm function (erff...)
             if not self.nvptx:
-                raise CodegenError(f"kernel '{self.kernel.name}': {name} has no AMDGPU "
-                                   "lowering and ember links no device math library for rocm")
+                return self._amdgpu_formula(_libm_stem(name, self.kernel.name), ret)
             name = f"__nv_{name}"  # libdevice's twin
         return super().declare(name, ret, args)
 
     def call_intrinsic(self, base: str, ty: ir.Type, args: list[ir.Value],
                        fastmath: bool = False) -> ir.Value:
         stem = _LIBDEVICE_INTRINSICS.get(base)
-        if stem is None or (not self.nvptx and base in _AMDGPU_NATIVE):
+        if stem is None or (not self.nvptx and base in amdgpu_math.NATIVE):
             return super().call_intrinsic(base, ty, args, fastmath)
-        if not self.nvptx and base == "llvm.tanh":  # 1 - 2 / (exp(2x) + 1), exact at +-inf
-            b_ = self.builder
-            one = ir.Constant(ty, 1.0)
-            e = super().call_intrinsic("llvm.exp", ty, [b_.fmul(args[0], ir.Constant(ty, 2.0))])
-            return b_.fsub(one, b_.fdiv(ir.Constant(ty, 2.0), b_.fadd(e, one)))
+        if isinstance(ty, ir.VectorType):  # lane by lane: the formulas are scalar
+            result: ir.Value = ir.Constant(ty, ir.Undefined)
+            for lane in range(ty.count):
+                at = ir.Constant(I32, lane)
+                value = self.call_intrinsic(base, ty.element,
+                                            [self.builder.extract_element(a, at) for a in args])
+                result = self.builder.insert_element(result, value, at)
+            return result
         if not self.nvptx:
-            raise CodegenError(f"kernel '{self.kernel.name}': {stem} has no AMDGPU "
-                               "instruction and ember links no device math library for rocm")
-        if isinstance(ty, ir.VectorType):
-            raise CodegenError(f"kernel '{self.kernel.name}': vector {stem} on a GPU")
+            return self.builder.call(self._amdgpu_formula(stem, ty), args)
         suffix = "f" if ty == ir.FloatType() else ""
         fn = self.declare(f"__nv_{stem}{suffix}", ty, [a.type for a in args])
         return self.builder.call(fn, args)
+
+    def _amdgpu_formula(self, stem: str, ty: ir.Type) -> ir.Function:
+        """An internal, always-inlined function computing `stem` on AMDGPU (see
+        ember.codegen.amdgpu_math), defined once per module."""
+        formula = amdgpu_math.FORMULAS.get(stem)
+        if formula is None or ty != ir.FloatType():
+            kind = "float32 only" if formula is not None else "no formula"
+            raise CodegenError(f"kernel '{self.kernel.name}': {stem} on {ty} has no AMDGPU "
+                               f"lowering ({kind}; ember links no device math library for "
+                               "rocm)")
+        return amdgpu_formula(self.module, stem, ty)
 
     # threads, shared memory, barriers -----------------------------------------------------
     def _index(self, tag: str) -> ir.Value:

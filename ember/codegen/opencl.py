@@ -33,7 +33,9 @@ _FUNCTIONS = {
     "expf": "exp", "exp2f": "exp2", "logf": "log", "log2f": "log2", "sqrtf": "sqrt",
     "tanhf": "tanh", "erff": "erf", "powf": "pow", "floorf": "floor", "ceilf": "ceil",
     "nearbyintf": "rint", "nearbyint": "rint", "truncf": "trunc", "fabsf": "fabs",
-    "sinf": "sin", "cosf": "cos", "fmaf": "fma",
+    "sinf": "sin", "cosf": "cos",
+    "asinf": "asin", "acosf": "acos", "atanf": "atan", "asinhf": "asinh", "acoshf": "acosh",
+    "atanhf": "atanh", "fmaf": "fma",
 }
 _AXIS = {"x": 0, "y": 1, "z": 2}
 

@@ -35,17 +35,25 @@ try:
 except ImportError as _err:  # pragma: no cover - onnx is an optional dependency
     raise ImportError("importing ONNX models needs the onnx package: pip install onnx") from _err
 
+from ember.frontend.onnx_control import CONVERTERS as CONTROL_CONVERTERS
+from ember.frontend.onnx_control import MAX_UNROLLED_NODES, count_nodes
+from ember.frontend.onnx_compose import CONVERTERS as COMPOSED_CONVERTERS
 from ember.frontend.onnx_dynamic import CONVERTERS as DATA_DEPENDENT_CONVERTERS
 from ember.frontend.onnx_quant import CONVERTERS as QUANTIZED_CONVERTERS
+from ember.frontend.onnx_widen import widened
 from ember.frontend.onnx_fold import (as_attr, attribute_value, elem_type, onnx_dtype,
                                       schema_defaults, schema_function, schema_input_types,
                                       supported_array, tensor_array, type_string)
+from ember.frontend.onnx_sequence import CONTAINER_OPS, Layout, container_input, container_kind
+from ember.frontend.onnx_sequence import CONVERTERS as SEQUENCE_CONVERTERS
+from ember.frontend.onnx_sequence import check_declared as check_declared_container
+from ember.frontend.onnx_sequence import flatten
 
 MIN_OPSET = 11
 MAX_FUNCTION_DEPTH = 16
 
-__all__ = ["from_onnx", "load_model", "UnsupportedModelError", "CONVERTERS", "MIN_OPSET",
-           "Evaluator"]
+__all__ = ["from_onnx", "import_onnx", "load_model", "UnsupportedModelError", "CONVERTERS",
+           "MIN_OPSET", "Evaluator"]
 
 # runs one node whose inputs are all constants; returns one array per output (the frontend
 # does not compile kernels itself: ember.compile and the Backend pass
@@ -104,7 +112,10 @@ def from_onnx(model: ModelProto | str | bytes | os.PathLike[str],
     """Import an ONNX model as an ember Graph.
 
     input_shapes: static shapes for graph inputs whose dims are symbolic ("batch"), unknown,
-    or declared as -1 or 0 (as some exporters write "unknown").
+    or declared as -1 or 0 (as some exporters write "unknown"); for a sequence input, a list
+    of its elements' shapes (it becomes the graph inputs "name[0]", "name[1]", ...), for an
+    optional input None (empty) or its element's shape(s). Sequence and optional outputs are
+    flattened into the graph's outputs (import_onnx gives their structure).
     constant_inputs: values fixed by name: graph inputs (they become constants and leave the
     graph's inputs) or outputs of top-level nodes (the nodes computing them are skipped), so
     nodes reading them fold or see them as attributes.
@@ -116,6 +127,18 @@ def from_onnx(model: ModelProto | str | bytes | os.PathLike[str],
 
         graph = from_onnx(model_proto, input_shapes={"x": (1, 3, 32, 32)})
     """
+    return import_onnx(model, input_shapes, constant_inputs, outputs, evaluate)[0]
+
+
+def import_onnx(model: ModelProto | str | bytes | os.PathLike[str],
+                input_shapes: Mapping[str, Any] | None = None,
+                constant_inputs: Mapping[str, np.ndarray] | None = None,
+                outputs: Sequence[str] | None = None,
+                evaluate: Evaluator | None = None) -> tuple[Graph, tuple[Layout, ...]]:
+    """from_onnx, and the structure of each ONNX output (ember.frontend.onnx_sequence): a
+    sequence or optional output is flattened into the graph's outputs, in order; the layouts
+    say how to regroup them. A sequence input's input_shapes entry lists its elements'
+    shapes; an optional input's is None (empty) or its element's."""
     proto = load_model(model)
     _check_text(proto.graph)
     _check(proto)
@@ -227,7 +250,7 @@ def _check_input_types(ctx: NodeContext) -> None:
     if not formals:
         return
     for index, value in enumerate(ctx.values):
-        if value is None or value is _UNKNOWN:
+        if value is None or value is _UNKNOWN or not isinstance(value, Value):
             continue
         name, allowed, variadic = formals[min(index, len(formals) - 1)]
         if index >= len(formals) and not variadic:
@@ -301,18 +324,19 @@ class _Importer:
         self.varying: set[Value] = set()
         self.producer: dict[Value, Node] = {}
         self._indexed = 0                       # builder.nodes already in `producer`
+        self.unrolled = 0                       # loop body nodes copied so far
 
     # graph level ------------------------------------------------------------------------
-    def run(self) -> Graph:
+    def run(self) -> tuple[Graph, tuple[Layout, ...]]:
         graph = self.model.graph
         opsets = self._opsets()
-        env: dict[str, Value | None] = {}
+        env: dict[str, Any] = {}
         self._inputs(graph, env)
         names = [vi.name for vi in graph.output] if self.wanted is None else self.wanted
         # only what the outputs need, cut at values the caller bound
         nodes = _needed_nodes(graph, names, set(self.constant_inputs))
         self._convert_nodes(nodes, env, opsets, "")
-        outputs = []
+        outputs: list[Any] = []
         if not graph.output:
             raise ModelError("the model's graph declares no outputs; ONNX requires at least one")
         declared = {vi.name: vi for vi in graph.output}
@@ -323,18 +347,25 @@ class _Importer:
                                  "or initializer")
             value = env[name]
             if not self.problems and value is not None and name in declared:
-                _check_declared(declared[name], value)
+                check_declared_container(name, declared[name].type, value)
+                if isinstance(value, Value):
+                    _check_declared(declared[name], value)
             outputs.append(value)
         if not self.problems:
             for vi in graph.value_info:  # declared types of intermediates, as for outputs
                 value = env.get(vi.name)
-                if value is not None and value is not _UNKNOWN:
+                if isinstance(value, Value) and value is not _UNKNOWN:
                     _check_declared(vi, value, "value_info")
         if self.problems:
             raise UnsupportedModelError(self.problems, frozenset(self.dynamic),
                                         frozenset(self.dynamic_values))
+        layouts, flat = [], []
+        for value in outputs:
+            layout, values = flatten(value)
+            layouts.append(layout)
+            flat += values
         # nodes that only computed attributes (shape subgraphs) are dead now
-        return eliminate_dead_code(self.builder.finish([v for v in outputs if v is not None]))
+        return eliminate_dead_code(self.builder.finish(flat)), tuple(layouts)
 
     def _opsets(self) -> dict[str, int]:
         opsets = {("" if o.domain == "ai.onnx" else o.domain): int(o.version)
@@ -351,7 +382,7 @@ class _Importer:
                 f"{max(MIN_OPSET, min(version, newest))}))")
         return opsets
 
-    def _inputs(self, graph: GraphProto, env: dict[str, Value | None]) -> None:
+    def _inputs(self, graph: GraphProto, env: dict[str, Any]) -> None:
         initializers = {t.name: t for t in graph.initializer}
         names = [vi.name for vi in graph.input if vi.name not in initializers]
         produced = {o for n in graph.node for o in n.output if o}
@@ -369,6 +400,18 @@ class _Importer:
             raise ArgumentError(f"outputs names {missing}, which are not values of the model")
         for vi in graph.input:
             if vi.name in initializers:
+                continue
+            kind = vi.type.WhichOneof("value")
+            if kind in ("sequence_type", "optional_type"):
+                if vi.name in self.constant_inputs:
+                    raise ArgumentError(f"constant_inputs: graph input '{vi.name}' is a "
+                                        f"{kind.split('_')[0]}; only tensors can be bound")
+                if vi.name not in self.input_shapes:
+                    raise ShapeError(f"graph input '{vi.name}' is a {kind.split('_')[0]}: "
+                                     f"pass input_shapes={{'{vi.name}': ...}} (a list of "
+                                     "element shapes; None for an empty optional)")
+                env[vi.name] = container_input(self.builder, vi.name, vi.type,
+                                               self.input_shapes[vi.name])
                 continue
             if vi.name in self.constant_inputs:
                 env[vi.name] = self._constant(vi.name, np.asarray(self.constant_inputs[vi.name]))
@@ -454,7 +497,7 @@ class _Importer:
             if o in self.constant_inputs:      # some outputs bound: those are constants
                 env[o] = self._constant(o, np.asarray(self.constant_inputs[o]))
             value = env.get(o)
-            if value is not None and value is not _UNKNOWN and not value.is_constant:
+            if isinstance(value, Value) and value is not _UNKNOWN and not value.is_constant:
                 self.top_names.setdefault(value, o)
 
     def _convert(self, node: NodeProto, label: str, env: MutableMapping[str, Value | None],
@@ -490,7 +533,8 @@ class _Importer:
                 continue
             value = _UNKNOWN if outputs is None else outputs[index]
             env[name] = value
-            if value is not _UNKNOWN and not value.is_constant and value not in self.deps:
+            if isinstance(value, Value) and value is not _UNKNOWN and not value.is_constant \
+                    and value not in self.deps:
                 self.deps[value] = depends
 
     def _problem(self, ctx: NodeContext, err: Exception) -> None:
@@ -521,8 +565,20 @@ class _Importer:
                                              if a.type != AttributeProto.UNDEFINED})
         if node.domain not in ("", "ai.onnx"):
             raise UnsupportedOpError(_unsupported_text(ctx))
+        if ctx.op not in CONTAINER_OPS:
+            for index, value in enumerate(ctx.values):
+                kind = container_kind(value)
+                if kind is not None:
+                    raise ModelError(f"node '{ctx.label}' ({ctx.op}): input {index} "
+                                     f"('{node.input[index]}') is {kind}; {ctx.op} takes "
+                                     "tensors")
         where = f"node '{ctx.label}' ({ctx.op})"
         ctx.attrs = {a.name: attribute_value(a, where) for a in node.attribute}
+        wide = widened(self, ctx, self._convert_op)
+        return self._convert_op(ctx) if wide is None else wide
+
+    def _convert_op(self, ctx: NodeContext) -> Sequence[Value | None]:
+        """Convert with the op's converter, else through the op table or its function."""
         converter = CONVERTERS.get(ctx.op)
         if converter is not None:
             result = converter(self, ctx)
@@ -669,7 +725,7 @@ class _Importer:
         if not supported_array(array):
             raise UnsupportedOpError(f"constant '{name}': data type {array.dtype} is not "
                                      "supported (supported: float16/32/64, (u)int8/16/32/64, "
-                                     "bool)")
+                                     "bool, bfloat16, float8*, float4e2m1, (u)int4, (u)int2)")
         # not builder.constant: np.ascontiguousarray turns 0-d arrays into 1-d ones
         data = np.array(array, order="C", copy=True)
         data.setflags(write=False)
@@ -712,11 +768,39 @@ class _Importer:
     def inline_graph(self, ctx: NodeContext, graph: GraphProto, prefix: str
                      ) -> list[Value | None]:
         """Convert a subgraph that sees the enclosing scope (an If branch) in place."""
-        env: ChainMap[str, Value | None] = ChainMap({}, ctx.env)
+        results = self.run_graph(ctx, graph, prefix, {})
+        return [_UNKNOWN] * len(graph.output) if results is None else results
+
+    def run_graph(self, ctx: NodeContext, graph: GraphProto, prefix: str,
+                  bindings: Mapping[str, Any]) -> list[Any] | None:
+        """Convert a subgraph in place, its inputs bound to `bindings` (by formal name), the
+        enclosing scope visible; its outputs, or None when a node in it was unsupported (the
+        problem is recorded)."""
+        env: ChainMap[str, Any] = ChainMap(dict(bindings), ctx.env)
         for tensor in graph.initializer:
             env[tensor.name] = self._initializer(tensor.name, tensor)
+        before = len(self.problems)
         self._convert_nodes(graph.node, env, ctx.opsets, prefix)
+        if len(self.problems) > before:
+            return None
+        for out in graph.output:
+            if out.name not in env:
+                raise ModelError(f"node '{ctx.label}' ({ctx.op}): its subgraph does not "
+                                 f"define its output '{out.name}'")
         return [env[o.name] for o in graph.output]
+
+    def failed(self, count: int) -> list[Any]:
+        """Outputs for a node whose subgraph failed to import (the problem is recorded)."""
+        return [_UNKNOWN] * count
+
+    def count_unrolled(self, ctx: NodeContext, iterations: int, body: GraphProto) -> None:
+        """Count `iterations` copies of `body` against MAX_UNROLLED_NODES."""
+        self.unrolled += iterations * count_nodes(body)
+        if self.unrolled > MAX_UNROLLED_NODES:
+            raise UnsupportedOpError(f"unrolling loops would copy more than "
+                                     f"{MAX_UNROLLED_NODES} nodes ({self.unrolled} so far); "
+                                     "ember unrolls Loop and Scan, so the model is too large "
+                                     "for it")
 
 
 def _bind_attributes(node: NodeProto, given: Mapping[str, AttributeProto]) -> NodeProto:
@@ -906,14 +990,14 @@ def convert_range(imp: _Importer, ctx: NodeContext) -> list[Value | None] | None
     return None
 
 
-def convert_optional_has_element(imp: _Importer, ctx: NodeContext) -> list[Value | None]:
-    """Whether an optional holds an element is known from the graph: a tensor input does, an
-    absent input does not (optional-typed values are not supported)."""
-    present = bool(ctx.values) and ctx.values[0] is not None
-    return [imp.constant(ctx, np.array(present))]
+def convert_dft(imp: _Importer, ctx: NodeContext) -> None:
+    """DFT before opset 20 has `axis` as an attribute defaulting to 1 (then an input, -2)."""
+    if ctx.opset < 20:
+        ctx.attrs.setdefault("axis", 1)
 
 
 CONVERTERS: dict[str, Converter] = {
+    "DFT": convert_dft,
     "Constant": convert_constant,
     "Identity": convert_identity,
     "Dropout": convert_dropout,
@@ -926,7 +1010,9 @@ CONVERTERS: dict[str, Converter] = {
     "Size": convert_size,
     "If": convert_if,
     "Range": convert_range,
-    "OptionalHasElement": convert_optional_has_element,
 }
 CONVERTERS.update(QUANTIZED_CONVERTERS)
 CONVERTERS.update(DATA_DEPENDENT_CONVERTERS)
+CONVERTERS.update(COMPOSED_CONVERTERS)
+CONVERTERS.update(SEQUENCE_CONVERTERS)
+CONVERTERS.update(CONTROL_CONVERTERS)

@@ -1,4 +1,5 @@
-"""Operators whose output shapes depend on their input values: NonZero, NonMaxSuppression.
+"""Operators whose output shapes depend on their input values: NonZero, NonMaxSuppression,
+Unique, Compress, MelWeightMatrix.
 
 Their results are computed on the host by the numpy functions in HOST_OPS (ember's own
 implementations of ONNX's definitions): at import when the inputs are constants, else at run
@@ -12,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from ember.errors import ShapeError
+from ember.errors import ShapeError, UnsupportedOpError
 from ember.graph.ir import Value
 
 if TYPE_CHECKING:
@@ -84,7 +85,110 @@ def _iou(b: int, i: int, j: int, top: np.ndarray, bottom: np.ndarray, left: np.n
     return inter / union if union > 0 else 0.0
 
 
-HOST_OPS: dict[str, HostOp] = {"NonZero": nonzero, "NonMaxSuppression": non_max_suppression}
+def _axis(attrs: Mapping[str, Any], rank: int, op: str) -> int | None:
+    """The op's `axis` attribute made non-negative (None when absent); checked."""
+    axis = attrs.get("axis")
+    if axis is None:
+        return None
+    if not isinstance(axis, int) or not -rank <= axis < rank:
+        raise ShapeError(f"{op}: axis {axis!r} is out of range for rank {rank}")
+    return axis % rank
+
+
+def unique(attrs: Mapping[str, Any], arrays: Sequence[np.ndarray | None]) -> list[np.ndarray]:
+    """The distinct elements (or slices along `axis`), sorted or in order of first
+    occurrence; with the index of each one's first occurrence, the index of each input
+    element (or slice) in the output, and how often each occurs."""
+    x = np.asarray(arrays[0])
+    if attrs.get("sorted", 1) not in (0, 1):
+        raise UnsupportedOpError(f"Unique: sorted must be 0 or 1, got {attrs['sorted']!r}")
+    axis = _axis(attrs, x.ndim, "Unique")
+    if axis is not None and x.ndim == 0:
+        raise ShapeError("Unique: axis is given but the input is a scalar")
+    values, first, inverse, counts = np.unique(x, return_index=True, return_inverse=True,
+                                               return_counts=True, axis=axis)
+    inverse = inverse.reshape(-1)
+    if not attrs.get("sorted", 1):  # reorder by first occurrence
+        order = np.argsort(first, kind="stable")
+        rank = np.empty_like(order)
+        rank[order] = np.arange(order.size)
+        values = np.take(values, order, axis=0 if axis is None else axis)
+        first, counts, inverse = first[order], counts[order], rank[inverse]
+    return [values, *(np.asarray(a, np.int64) for a in (first, inverse, counts))]
+
+
+def compress(attrs: Mapping[str, Any], arrays: Sequence[np.ndarray | None]
+             ) -> list[np.ndarray]:
+    """The slices of the input along `axis` (of the flattened input without one) whose
+    condition is true; a condition shorter than the axis drops the slices past its end."""
+    x, condition = np.asarray(arrays[0]), arrays[1]
+    return [np.take(x if "axis" in attrs else x.reshape(-1),
+                    compress_indices(attrs, x.shape, condition),
+                    axis=_axis(attrs, x.ndim, "Compress") or 0)]
+
+
+def compress_indices(attrs: Mapping[str, Any], shape: Sequence[int],
+                     condition: np.ndarray | None) -> np.ndarray:
+    """The indices Compress keeps along its axis (int64)."""
+    assert condition is not None
+    cond = np.asarray(condition)
+    if cond.ndim != 1:
+        raise ShapeError(f"Compress: condition must be 1-D, got shape {cond.shape}")
+    axis = _axis(attrs, len(shape), "Compress")
+    length = int(np.prod(shape)) if axis is None else int(shape[axis])
+    if cond.size > length:
+        raise ShapeError(f"Compress: condition has {cond.size} elements, more than the "
+                         f"{length} along the axis")
+    return np.nonzero(cond.astype(bool))[0].astype(np.int64)
+
+
+def mel_weight_matrix(attrs: Mapping[str, Any], arrays: Sequence[np.ndarray | None]
+                      ) -> list[np.ndarray]:
+    """ONNX's triangular mel filter bank, (dft_length // 2 + 1, num_mel_bins): num_mel_bins
+    + 2 points evenly spaced on the mel scale (2595 log10(1 + f / 700)) between the edges,
+    mapped to DFT bins floor((dft_length + 1) f / sample_rate); filter i rises from point i
+    to point i + 1 and falls to point i + 2."""
+    from ember.ops.elementwise import onnx_dtype
+
+    def scalar(index: int, name: str) -> float:
+        a = arrays[index] if index < len(arrays) else None
+        if a is None or np.asarray(a).size != 1:
+            raise ShapeError(f"MelWeightMatrix: {name} must be a scalar")
+        return float(np.asarray(a).reshape(-1)[0])
+
+    bins, length = int(scalar(0, "num_mel_bins")), int(scalar(1, "dft_length"))
+    rate, low, high = scalar(2, "sample_rate"), scalar(3, "lower_edge_hertz"), \
+        scalar(4, "upper_edge_hertz")
+    if bins < 1 or length < 1 or rate <= 0 or not 0 <= low < high:
+        raise ShapeError(f"MelWeightMatrix: needs num_mel_bins >= 1, dft_length >= 1, "
+                         f"sample_rate > 0 and 0 <= lower_edge_hertz < upper_edge_hertz, got "
+                         f"{bins}, {length}, {rate}, {low}, {high}")
+    dtype = onnx_dtype(int(attrs.get("output_datatype", 1)))
+    mel_low, mel_high = (2595 * np.log10(1 + f / 700) for f in (low, high))
+    points = np.arange(bins + 2) * ((mel_high - mel_low) / (bins + 2)) + mel_low
+    hertz = 700 * (np.power(10, points / 2595) - 1)
+    edges = ((length + 1) * hertz // rate).astype(np.int64)
+    spectrum = length // 2 + 1
+    if edges[-1] >= spectrum:
+        raise ShapeError(f"MelWeightMatrix: upper_edge_hertz {high} lies past the DFT's "
+                         f"highest bin (sample_rate / 2 = {rate / 2})")
+    out = np.zeros((spectrum, bins), np.float64)
+    for i in range(bins):
+        left, centre, right = (int(e) for e in edges[i:i + 3])
+        if centre == left:
+            out[centre, i] = 1.0
+        else:
+            rise = np.arange(left, centre + 1)
+            out[rise, i] = (rise - left) / (centre - left)
+        if right > centre:
+            fall = np.arange(centre, right)
+            out[fall, i] = (right - fall) / (right - centre)
+    return [out.astype(dtype.numpy)]
+
+
+HOST_OPS: dict[str, HostOp] = {"NonZero": nonzero, "NonMaxSuppression": non_max_suppression,
+                               "Unique": unique, "Compress": compress,
+                               "MelWeightMatrix": mel_weight_matrix}
 
 
 def convert_host_op(imp: _Importer, ctx: NodeContext) -> list[Value | None]:
@@ -97,4 +201,24 @@ def convert_host_op(imp: _Importer, ctx: NodeContext) -> list[Value | None]:
                                      if v is not None and a is None))
 
 
+def convert_compress(imp: _Importer, ctx: NodeContext) -> list[Value | None]:
+    """A constant condition makes Compress a Gather of known indices (any input data);
+    a condition computed at run time decides the output shape, so it runs on the host."""
+    data, condition = ctx.values[0], ctx.values[1] if len(ctx.values) > 1 else None
+    if data is None or condition is None:
+        raise ShapeError("Compress needs an input and a condition")
+    cond = imp.constant_value(condition)
+    if cond is None or imp.constant_value(data) is not None:
+        return convert_host_op(imp, ctx)
+    indices = compress_indices(ctx.attrs, data.type.shape, cond)
+    source = data
+    if "axis" not in ctx.attrs:
+        (source,) = imp.builder.add("Reshape", [data], {"shape": (-1,)},
+                                    name=f"{ctx.label}/flatten")
+    index = imp.constant(ctx, indices)
+    axis = _axis(ctx.attrs, len(data.type.shape), "Compress") or 0
+    return list(imp.add(ctx, "Gather", [source, index], {"axis": axis}))
+
+
 CONVERTERS = {op: convert_host_op for op in HOST_OPS}
+CONVERTERS["Compress"] = convert_compress

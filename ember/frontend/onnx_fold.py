@@ -20,8 +20,13 @@ from ember.errors import ModelError, UnsupportedOpError
 
 # the ONNX TensorProto data types ember holds, by number
 _ONNX_TYPES = {1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32",
-               7: "int64", 9: "bool", 10: "float16", 11: "float64", 12: "uint32", 13: "uint64"}
-_NUMPY_TYPES = frozenset(np.dtype(n) for n in _ONNX_TYPES.values())
+               7: "int64", 9: "bool", 10: "float16", 11: "float64", 12: "uint32", 13: "uint64",
+               16: "bfloat16", 17: "float8e4m3fn", 18: "float8e4m3fnuz", 19: "float8e5m2",
+               20: "float8e5m2fnuz", 21: "uint4", 22: "int4", 23: "float4e2m1",
+               24: "float8e8m0", 25: "uint2", 26: "int2"}
+_CODES = {name: code for code, name in _ONNX_TYPES.items()}
+# numpy arrays of these dtypes (ml_dtypes' for the storage-only types) are held as they are
+_NUMPY_TYPES = frozenset(dt.parse(n).numpy for n in _ONNX_TYPES.values())
 
 
 def onnx_dtype(code: int, what: str) -> DType:
@@ -30,13 +35,17 @@ def onnx_dtype(code: int, what: str) -> DType:
         known = onnx.TensorProto.DataType.values()
         name = onnx.TensorProto.DataType.Name(code) if code in known else str(code)
         raise UnsupportedOpError(f"{what}: data type {name} is not supported (supported: "
-                                 "float16/32/64, (u)int8/16/32/64, bool)")
+                                 "float16/32/64, (u)int8/16/32/64, bool, bfloat16, float8*, "
+                                 "float4e2m1, (u)int4, (u)int2)")
     return dt.parse(_ONNX_TYPES[code])
 
 
 def elem_type(dtype: DType) -> int:
     """The ONNX TensorProto data type number of an ember dtype."""
-    return helper.np_dtype_to_tensor_dtype(dtype.numpy)
+    try:
+        return _CODES[str(dtype.element)]
+    except KeyError:
+        raise UnsupportedOpError(f"data type {dtype} has no ONNX equivalent") from None
 
 
 def supported_array(array: Any) -> bool:
@@ -60,7 +69,8 @@ def tensor_array(tensor: onnx.TensorProto, where: str) -> np.ndarray:
 def attribute_value(attr: AttributeProto, where: str) -> Any:
     """An ONNX attribute as a Python value: ints, floats, str, numpy arrays, tuples of those.
 
-    Graph attributes stay GraphProtos (only converters that inline them accept them)."""
+    Graph attributes stay GraphProtos (only converters that inline them accept them), type
+    attributes TypeProtos."""
     kind = attr.type
     if kind == AttributeProto.INT:
         return int(attr.i)
@@ -72,6 +82,8 @@ def attribute_value(attr: AttributeProto, where: str) -> Any:
         return tensor_array(attr.t, f"{where}: attribute '{attr.name}'")
     if kind == AttributeProto.GRAPH:
         return attr.g
+    if kind == AttributeProto.TYPE_PROTO:
+        return attr.tp
     if kind == AttributeProto.INTS:
         return tuple(int(v) for v in attr.ints)
     if kind == AttributeProto.FLOATS:

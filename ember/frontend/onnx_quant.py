@@ -25,7 +25,11 @@ if TYPE_CHECKING:
 
 EXACT_FLOAT32 = 2 ** 24          # integers up to this magnitude are exact in float32
 _RANGES = {"uint8": (0, 255), "int8": (-128, 127), "uint16": (0, 65535),
-           "int16": (-32768, 32767), "int32": (-2 ** 31, 2 ** 31 - 1)}
+           "int16": (-32768, 32767), "int32": (-2 ** 31, 2 ** 31 - 1),
+           "uint4": (0, 15), "int4": (-8, 7), "uint2": (0, 3), "int2": (-2, 1)}
+# quantized types that are floats: x / scale + zero point is rounded by the Cast to them
+_FLOAT_FORMATS = frozenset({"float8e4m3fn", "float8e4m3fnuz", "float8e5m2", "float8e5m2fnuz",
+                            "float4e2m1"})
 
 
 class _Emit:
@@ -46,8 +50,12 @@ class _Emit:
     def cast(self, v: Value, dtype: DType) -> Value:
         return v if v.type.dtype == dtype else self("Cast", [v], to=elem_type(dtype))
 
-    def along(self, v: Value, axis: int | None, rank: int) -> Value:
-        """A per-tensor (scalar) or per-axis (1-D) parameter shaped to broadcast at `axis`."""
+    def along(self, v: Value, axis: int | None, rank: int,
+              blocked: tuple[int, tuple[int, ...]] | None = None) -> Value:
+        """A per-tensor (scalar) or per-axis (1-D) parameter shaped to broadcast at `axis`;
+        `blocked` = (block size, x's shape) repeats a blocked one along `axis` to x's shape."""
+        if blocked is not None and blocked[0] > 0:
+            return self.blocks(v, axis, *blocked)
         if v.type.ndim == 0 or v.type.shape == (1,):
             return v
         if axis is None:
@@ -62,6 +70,29 @@ class _Emit:
             return self.const(np.asarray(v.data).reshape(shape))
         return self("Reshape", [v], shape=shape)
 
+    def blocks(self, v: Value, axis: int | None, block: int, x_shape: tuple[int, ...]
+               ) -> Value:
+        """Blocked quantization: each element of `v` covers `block` consecutive elements of
+        x along `axis` (the last block may be short): v repeated to x's shape."""
+        rank = len(x_shape)
+        if axis is None or v.type.ndim != rank:
+            raise UnsupportedOpError(f"blocked quantization needs a scale of x's rank {rank} "
+                                     f"and an axis within it, got shape {v.type.shape}")
+        want = tuple(-(-d // block) if i == axis else d for i, d in enumerate(x_shape))
+        if v.type.shape != want:
+            raise UnsupportedOpError(f"a scale or zero point of shape {v.type.shape} does not "
+                                     f"fit x of shape {x_shape} with block_size={block} on "
+                                     f"axis {axis} (expected {want})")
+        shape = v.type.shape
+        wide = shape[:axis + 1] + (block,) + shape[axis + 1:]
+        u = self("Unsqueeze", [v], axes=(axis + 1,))
+        u = self("Expand", [u], shape=wide)
+        full = shape[:axis] + (shape[axis] * block,) + shape[axis + 1:]
+        u = self("Reshape", [u], shape=full)
+        if full[axis] != x_shape[axis]:
+            u = self("Slice", [u], starts=(0,), ends=(x_shape[axis],), axes=(axis,))
+        return u
+
 
 def _axis(ctx: NodeContext, rank: int) -> int | None:
     """The quantization axis, None when out of range (only per-axis parameters need one)."""
@@ -71,9 +102,12 @@ def _axis(ctx: NodeContext, rank: int) -> int | None:
     return axis + rank if axis < 0 else axis
 
 
-def _no_blocks(ctx: NodeContext) -> None:
-    if int(ctx.attrs.get("block_size", 0)):
-        raise UnsupportedOpError("block_size > 0 (blocked quantization) is not supported")
+def _blocking(ctx: NodeContext, x: Value) -> tuple[int, tuple[int, ...]]:
+    """(block_size, x's shape): block_size 0 means per-tensor or per-axis parameters."""
+    block = int(ctx.attrs.get("block_size", 0))
+    if block < 0:
+        raise UnsupportedOpError(f"block_size must be >= 0, got {block}")
+    return block, x.type.shape
 
 
 def _arg(ctx: NodeContext, index: int) -> Value | None:
@@ -99,39 +133,54 @@ def _output_dtype(ctx: NodeContext, zero: Value | None) -> DType:
 
 def _check_integer(what: str, v: Value) -> None:
     if str(v.type.dtype) not in _RANGES:
-        raise UnsupportedOpError(f"{what} must be an 8/16/32-bit integer tensor, got "
+        raise UnsupportedOpError(f"{what} must be an integer tensor (2 to 32 bits), got "
                                  f"{v.type.dtype}")
 
 
 def convert_quantize_linear(imp: _Importer, ctx: NodeContext) -> list[Value | None]:
-    _no_blocks(ctx)
+    """Integers: saturate(round_half_even(x / scale) + zero); float8 / float4:
+    Cast(x / scale + zero, saturate), which rounds to the format's nearest even value."""
     x, scale, zero = ctx.values[0], _arg(ctx, 1), _arg(ctx, 2)
     assert x is not None and scale is not None
+    blocked = _blocking(ctx, x)
     out = _output_dtype(ctx, zero)
-    if str(out) not in ("uint8", "int8", "uint16", "int16"):
-        raise UnsupportedOpError(f"quantizing to {out} is not supported (8/16-bit integers)")
+    if str(out) not in _RANGES and str(out) not in _FLOAT_FORMATS or out == dt.int32:
+        raise UnsupportedOpError(f"quantizing to {out} is not supported (8/16/4/2-bit "
+                                 "integers, float8, float4e2m1)")
     emit = _Emit(imp, ctx)
     axis = _axis(ctx, x.type.ndim)
     xf = emit.cast(x, dt.float32) if x.type.dtype != dt.float64 else x
-    scaled = emit("Div", [xf, emit.cast(emit.along(scale, axis, x.type.ndim), xf.type.dtype)])
+    scale_x = emit.cast(emit.along(scale, axis, x.type.ndim, blocked), xf.type.dtype)
+    scaled = emit("Div", [xf, scale_x])
+    z = None if zero is None else emit.along(zero, axis, x.type.ndim, blocked)
+    if str(out) in _FLOAT_FORMATS:
+        if z is not None:
+            scaled = emit("Add", [scaled, emit.cast(z, scaled.type.dtype)])
+        saturate = int(ctx.attrs.get("saturate", 1))
+        return [emit("Cast", [scaled], to=elem_type(out), saturate=saturate)]
     one = emit.const(np.array(1, xf.type.dtype.numpy))
-    z = None if zero is None else emit.along(zero, axis, x.type.ndim)
-    return [_requantize(emit, scaled, one, z, out)]   # `saturate` concerns float8 only
+    return [_requantize(emit, scaled, one, z, out)]   # `saturate` concerns floats only
 
 
 def convert_dequantize_linear(imp: _Importer, ctx: NodeContext) -> list[Value | None]:
-    _no_blocks(ctx)
+    """(x - zero) * scale: integers subtract in int32 (exact), float8 / float4 in float32."""
     x, scale, zero = ctx.values[0], _arg(ctx, 1), _arg(ctx, 2)
     assert x is not None and scale is not None
-    _check_integer("x", x)
+    blocked = _blocking(ctx, x)
+    is_float = str(x.type.dtype) in _FLOAT_FORMATS
+    if not is_float:
+        _check_integer("x", x)
     emit = _Emit(imp, ctx)
     axis = _axis(ctx, x.type.ndim)
-    shifted = emit.cast(x, dt.int32)        # (x - zero) is exact in int32 for 8/16-bit x
+    # (x - zero) is exact in int32 for integers up to 16 bits, in float32 for float8
+    wide = dt.float32 if is_float else dt.int32
+    shifted = emit.cast(x, wide)
     if zero is not None:
-        shifted = emit("Sub", [shifted, emit.cast(emit.along(zero, axis, x.type.ndim),
-                                                  dt.int32)])
+        shifted = emit("Sub", [shifted, emit.cast(emit.along(zero, axis, x.type.ndim, blocked),
+                                                  wide)])
     out = scale.type.dtype
-    return [emit("Mul", [emit.cast(shifted, out), emit.along(scale, axis, x.type.ndim)])]
+    return [emit("Mul", [emit.cast(shifted, out), emit.along(scale, axis, x.type.ndim,
+                                                             blocked)])]
 
 
 def convert_dynamic_quantize_linear(imp: _Importer, ctx: NodeContext) -> list[Value | None]:

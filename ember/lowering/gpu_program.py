@@ -15,7 +15,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ember.codegen.gpu import gpu_dialect, max_threads
+from ember.codegen.gpu import check_shared_memory, gpu_dialect, max_threads
 from ember.codegen.gpu_kernels import DeviceProgram, split_kernels
 from ember.codegen.gpu_source import assemble, print_kernels
 from ember.errors import EmberError
@@ -80,6 +80,7 @@ def lower_group_program(group: FusedGroup, target: Target
                                       target, knobs=group.knobs)
         func = lower_gpu(kernels.main)
         program = split_kernels(func, max_threads(target))
+        check_shared_memory(program, target)
     except EmberError as error:
         raise type(error)(f"fused group '{group.name}' ({group.describe()}): {error}") from None
     buffers = [p for p in func.params if isinstance(p, Buffer)] + list(program.temporaries)
@@ -113,8 +114,9 @@ def lower_group_code(group: FusedGroup, target: Target) -> GroupCode:
 def llvm_code(groups: Sequence[FusedGroup], target: Target
               ) -> tuple[bytes | str, dict[str, tuple[Launch, ...]], dict[str, tuple[int, ...]]]:
     """Every distinct group's kernels in one LLVM module, emitted as PTX text (cuda) or an
-    amdgcn object (rocm), with the launches and temporaries per group symbol."""
-    from ember.codegen.gpu_llvm_build import emit_amdgpu, emit_ptx
+    HSA code object (rocm, linked by ld.lld), with the launches and temporaries per group
+    symbol."""
+    from ember.codegen.gpu_llvm_build import emit_code_object, emit_ptx
 
     kernels = []
     launches: dict[str, tuple[Launch, ...]] = {}
@@ -125,7 +127,7 @@ def llvm_code(groups: Sequence[FusedGroup], target: Target
         program, launches[g.symbol], temporaries[g.symbol] = lower_group_program(g, target)
         kernels += program.kernels
     whole = DeviceProgram("model", (), (), tuple(kernels))
-    code = emit_ptx(whole, target) if target.kind == "cuda" else emit_amdgpu(whole, target)
+    code = emit_ptx(whole, target) if target.kind == "cuda" else emit_code_object(whole, target)
     return code, launches, temporaries
 
 

@@ -59,12 +59,20 @@ def runtime_object(target: Target) -> bytes:
     return bytes(jit.target_machine(target, jit=False).emit_object(module))
 
 
-def write_wasm(built: Any, target: Target, directory: Path, name: str) -> Path:
-    """NAME.wasm, NAME.weights and NAME.js of a prepared model in `directory`; the .js."""
+def fallback_target(target: Target) -> Target | None:
+    """The target without relaxed SIMD, for engines that lack it; None if it has none."""
+    if "relaxed-simd" not in target.code_features:
+        return None
+    kept = tuple(f for f in target.mattr if f.lstrip("+-") != "relaxed-simd")
+    return Target(target.kind, target.mcpu, (*kept, "-relaxed-simd"), target.mtriple,
+                  target.options)
+
+
+def _link(built: Any, target: Target, out: Path, name: str) -> None:
+    """wasm-ld the kernels, model_main and the runtime of `built` into `out`."""
     from ember.lowering.export import main_object
 
     linker = find_wasm_ld()
-    directory.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".ember-wasm-") as temp:
         work = Path(temp)
         files = []
@@ -84,11 +92,42 @@ def write_wasm(built: Any, target: Target, directory: Path, name: str) -> Path:
             raise CompilerNotFoundError(f"cannot run wasm-ld '{linker[0]}': {error.strerror}; "
                                         "set WASM_LD to LLVM's wasm-ld") from None
         if done.returncode != 0:
-            raise LinkError(f"linking '{name}.wasm' failed ({shlex.join(command)}):\n"
+            raise LinkError(f"linking '{out.name}' failed ({shlex.join(command)}):\n"
                             f"{done.stderr.strip()}")
-        os.replace(work / "model.wasm", directory / f"{name}.wasm")
-    built.blob[:built.plan.constant_bytes].tofile(directory / f"{name}.weights")
+        os.replace(work / "model.wasm", out)
+
+
+def _interface(plan: Any) -> dict[str, Any]:
+    """What the loader reads of a plan: the buffers it allocates and fills."""
+    meta = json.loads(plan.to_json())
+    return {k: meta[k] for k in ("inputs", "outputs", "output_sources", "workspace_bytes",
+                                 "constant_bytes")}
+
+
+def write_wasm(built: Any, target: Target, directory: Path, name: str,
+               fallback: tuple[Target, Any] | None = None) -> Path:
+    """NAME.wasm, NAME.weights and NAME.js of a prepared model in `directory` (and
+    NAME.simd128.wasm from `fallback`, the same model prepared for its target); the .js."""
+    directory.mkdir(parents=True, exist_ok=True)
+    _link(built, target, directory / f"{name}.wasm", name)
     meta = metadata(built.plan, target)
+    spare = directory / f"{name}.simd128.wasm"
+    if fallback is not None:
+        portable, other = fallback
+        # one .weights and one loader serve both modules: same constants, same buffers
+        # (their kernels differ, and so their symbols and calls)
+        if (_interface(other.plan) != _interface(built.plan)
+                or other.blob[:other.plan.constant_bytes].tobytes()
+                != built.blob[:built.plan.constant_bytes].tobytes()):
+            raise ExportError(f"export_wasm: the simd128 fallback of '{name}' was planned "
+                              "differently from the relaxed-SIMD module; export with "
+                              "fallback=False")
+        _link(other, portable, spare, name)
+        meta["fallback"] = {"wasm": spare.name, "target": str(portable),
+                            "features": list(portable.code_features)}
+    elif spare.exists():
+        spare.unlink()  # a stale fallback of an earlier export would be loaded instead
+    built.blob[:built.plan.constant_bytes].tofile(directory / f"{name}.weights")
     script = (_LOADER.read_text().replace("__NAME__", name)
               .replace("__METADATA__", json.dumps(meta, separators=(",", ":"))))
     (directory / f"{name}.js").write_text(script)

@@ -64,7 +64,29 @@ function byteSize(spec) {
   return spec.shape.reduce((a, b) => a * b, 1) * ARRAYS[spec.dtype].BYTES_PER_ELEMENT;
 }
 
-export async function load(wasm = "./__NAME__.wasm", weights = "./__NAME__.weights") {
+// (module (func (param v128 v128 v128) (result v128)
+//   local.get 0 local.get 1 local.get 2 f32x4.relaxed_madd))
+const RELAXED_SIMD_PROBE = new Uint8Array([
+  0, 97, 115, 109, 1, 0, 0, 0, 1, 8, 1, 96, 3, 123, 123, 123, 1, 123, 3, 2, 1, 0,
+  10, 13, 1, 11, 0, 32, 0, 32, 1, 32, 2, 253, 133, 2, 11]);
+
+/** Whether this engine runs WebAssembly relaxed SIMD (Chromium 114+, Node.js 22+). */
+export function hasRelaxedSimd() { return WebAssembly.validate(RELAXED_SIMD_PROBE); }
+
+// The relaxed-SIMD module where the engine runs it, else the simd128 fallback beside it.
+function pick() {
+  if (!METADATA.features.includes("relaxed-simd") || hasRelaxedSimd()) {
+    return ["./__NAME__.wasm", METADATA.features];
+  }
+  if (METADATA.fallback) return ["./" + METADATA.fallback.wasm, METADATA.fallback.features];
+  throw new Error("__NAME__.wasm uses WebAssembly relaxed SIMD, which this engine lacks " +
+                  "(Node.js 20: run with --experimental-wasm-relaxed-simd); export it " +
+                  "with fallback=True for a simd128 copy");
+}
+
+export async function load(wasm, weights = "./__NAME__.weights") {
+  let features = METADATA.features;
+  if (wasm === undefined) [wasm, features] = pick();
   const env = {};
   const { instance } = await WebAssembly.instantiate(await bytesOf(wasm), {
     env: new Proxy(env, { get: (_, name) => MATH[name] ?? (() => {
@@ -85,6 +107,7 @@ export async function load(wasm = "./__NAME__.wasm", weights = "./__NAME__.weigh
   const outputs = plan.outputs.map((s) => alloc(byteSize(s)));
   return {
     name: plan.name, inputs: plan.inputs, outputs: plan.outputs, metadata: METADATA,
+    simd: features.includes("relaxed-simd") ? "relaxed-simd" : "simd128",
     run(feeds) {
       plan.inputs.forEach((s, i) => {
         const value = Array.isArray(feeds) ? feeds[i] : feeds[s.name];

@@ -58,10 +58,11 @@ def _bidx(shape: Sequence[int], batch: Sequence[Expr]) -> list[Expr]:
 
 
 def dense_compute(a: Tensor, b: Tensor, trans_a: bool, trans_b: bool, tag: str,
-                  epilogue: Callable[[Expr, Sequence[Expr]], Expr] | None = None
-                  ) -> Tensor:
+                  epilogue: Callable[[Expr, Sequence[Expr]], Expr] | None = None,
+                  pack: bool = True) -> Tensor:
     """A @ B over the last two dims with broadcast batch dims (A, B at least 2-D); the
-    output stage applies `epilogue(value, index)` if given."""
+    output stage applies `epilogue(value, index)` if given. `pack=False` reads B in place
+    (GPU schedules stage their own tiles of it in shared memory)."""
     a_s, b_s = shape_of(a), shape_of(b)
     m, k_a = (a_s[-1], a_s[-2]) if trans_a else (a_s[-2], a_s[-1])
     k_b, n = (b_s[-1], b_s[-2]) if trans_b else (b_s[-2], b_s[-1])
@@ -69,7 +70,7 @@ def dense_compute(a: Tensor, b: Tensor, trans_a: bool, trans_b: bool, tag: str,
     batch_a, batch_b = a_s[:-2], b_s[:-2]
     batch = broadcast_shape(batch_a, batch_b)
     k = te.reduce_axis((0, k_a), name="k")
-    nr = panel_width(n) if m >= SMALL_M else 0
+    nr = panel_width(n) if m >= SMALL_M and pack else 0
     # float16 products are summed in float32, as numpy and onnxruntime do: a float16
     # accumulator drifts by several units in the last place over a few dozen terms
     wide = a.dtype == dt.float16
@@ -155,13 +156,14 @@ def _infer_matmul(attrs: Attrs, inputs: Sequence[TensorType | None]) -> list[Ten
     return [TensorType(_matmul_shapes(a.shape, b.shape), a.dtype)]
 
 
-def _compute_matmul(attrs: Attrs, inputs: Sequence[Tensor | None]) -> list[Tensor]:
+def _compute_matmul(attrs: Attrs, inputs: Sequence[Tensor | None],
+                    pack: bool = True) -> list[Tensor]:
     a, b = inputs
     assert a is not None and b is not None
     a_s, b_s = shape_of(a), shape_of(b)
     a2 = a if len(a_s) > 1 else te.compute((1, a_s[0]), lambda _, kk: a[kk], name="a_row")
     b2 = b if len(b_s) > 1 else te.compute((b_s[0], 1), lambda kk, _: b[kk], name="b_col")
-    out = dense_compute(a2, b2, False, False, "MatMul")  # type: ignore[arg-type]
+    out = dense_compute(a2, b2, False, False, "MatMul", pack=pack)  # type: ignore[arg-type]
     if len(a_s) > 1 and len(b_s) > 1:
         return [out]
     shape = _matmul_shapes(a_s, b_s)
@@ -201,7 +203,8 @@ def _infer_gemm(attrs: Attrs, inputs: Sequence[TensorType | None]) -> list[Tenso
     return [TensorType((m, n), a.dtype)]
 
 
-def _compute_gemm(attrs: Attrs, inputs: Sequence[Tensor | None]) -> list[Tensor]:
+def _compute_gemm(attrs: Attrs, inputs: Sequence[Tensor | None],
+                  pack: bool = True) -> list[Tensor]:
     a, b = inputs[0], inputs[1]
     c = inputs[2] if len(inputs) > 2 else None
     assert a is not None and b is not None
@@ -219,7 +222,7 @@ def _compute_gemm(attrs: Attrs, inputs: Sequence[Tensor | None]) -> list[Tensor]
         return value
 
     return [dense_compute(a, b, bool(attrs["transA"]), bool(attrs["transB"]), "Gemm",
-                          epilogue)]
+                          epilogue, pack)]
 
 
 # -- knobs ----------------------------------------------------------------------------------

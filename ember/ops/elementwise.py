@@ -17,14 +17,18 @@ from ember import te
 from ember.dtype import DType
 from ember.errors import ShapeError, UnsupportedOpError
 from ember.types import TensorType
+from ember.ops import lowp
 from ember.ops.registry import REQUIRED, Attrs, OpDef, Pattern
 from ember.te.tensor import Tensor
-from ember.tir.expr import Div, Expr, FloorMod, Not, Select, const
+from ember.tir.expr import (
+    BitwiseAnd, BitwiseOr, BitwiseXor, Div, Expr, FloorMod, Not, Select, const,
+)
 
 FLOATS = "f"
 INTS = "iu"
 NUMBERS = "fiu"
 ANY = "fiub"
+STORED = "fiubs"   # also the storage-only types: ops that only move or convert bits
 
 
 def broadcast_shape(*shapes: Sequence[int]) -> tuple[int, ...]:
@@ -55,12 +59,15 @@ def shape_of(t: Tensor) -> tuple[int, ...]:
 
 
 def _kind(d: DType) -> str:
+    """f, i, u, b; "s" for storage-only types (bfloat16, float8, int4, ...)."""
+    if d.is_storage_only:
+        return "s"
     return "b" if d.is_bool else {"float": "f", "int": "i", "uint": "u"}[d.kind]
 
 
 def check_kinds(op: str, kinds: str, *types: TensorType) -> None:
     """Raise ShapeError when an input's element type is not of the allowed kinds."""
-    names = {"f": "float", "i": "int", "u": "uint", "b": "bool"}
+    names = {"f": "float", "i": "int", "u": "uint", "b": "bool", "s": "storage-only"}
     for t in types:
         if _kind(t.dtype) not in kinds:
             allowed = "/".join(names[k] for k in kinds)
@@ -308,6 +315,19 @@ def _is_inf(x: Expr, attrs: Attrs) -> Expr:
     return te.const(False)
 
 
+def _shrink(x: Expr, attrs: Attrs) -> Expr:
+    """x + bias below -lambd, x - bias above lambd, else 0 (integers compare exactly: the
+    attributes are floats, so the comparison runs in float64)."""
+    lambd, bias = float(attrs["lambd"]), float(attrs["bias"])
+    wide = x if x.dtype.is_float else x.astype("float64")
+    low = wide < const_like(-lambd, wide)
+    high = wide > const_like(lambd, wide)
+    # for integers, x -/+ bias is computed in float64 and truncated, as onnxruntime does
+    shrunk_high = (wide - const_like(bias, wide)).astype(x.dtype)
+    shrunk_low = (wide + const_like(bias, wide)).astype(x.dtype)
+    return Select(low, shrunk_low, Select(high, shrunk_high, _zero(x)))
+
+
 def _check_gelu(attrs: Attrs) -> None:
     if attrs["approximate"] not in ("none", "tanh"):
         raise UnsupportedOpError(f"Gelu: approximate must be 'none' or 'tanh', got "
@@ -318,6 +338,9 @@ def _check_gelu(attrs: Attrs) -> None:
 ONNX_DTYPES: dict[int, DType] = {
     1: dt.float32, 2: dt.uint8, 3: dt.int8, 4: dt.uint16, 5: dt.int16, 6: dt.int32,
     7: dt.int64, 9: dt.bool_, 10: dt.float16, 11: dt.float64, 12: dt.uint32, 13: dt.uint64,
+    16: dt.bfloat16, 17: dt.float8e4m3fn, 18: dt.float8e4m3fnuz, 19: dt.float8e5m2,
+    20: dt.float8e5m2fnuz, 21: dt.uint4, 22: dt.int4, 23: dt.float4e2m1, 24: dt.float8e8m0,
+    25: dt.uint2, 26: dt.int2,
 }
 
 
@@ -329,10 +352,30 @@ def onnx_dtype(code: int) -> DType:
     return ONNX_DTYPES[code]
 
 
-def _cast(x: Expr, to: DType) -> Expr:
-    if to.is_bool and not x.dtype.is_bool:
-        return x != const_like(0, x)
-    return x.astype(to)
+def _cast(x: Expr, to: DType, attrs: Attrs | None = None) -> Expr:
+    """ONNX Cast; storage-only types (bfloat16, float8, int4, ...) convert in ember.ops.lowp."""
+    attrs = attrs or {}
+    round_mode = str(attrs.get("round_mode", "up"))
+    if round_mode not in lowp.ROUND_MODES:
+        raise UnsupportedOpError(f"Cast: round_mode={round_mode!r} is not supported (one of "
+                                 f"{', '.join(lowp.ROUND_MODES)})")
+    return lowp.convert(x, to, bool(attrs.get("saturate", 1)), round_mode)
+
+
+def _bit_cast(x: Expr, attrs: Attrs) -> Expr:
+    to = onnx_dtype(int(attrs["to"]))
+    if x.dtype.is_bool:                 # a bool is the byte 0 or 1
+        return lowp.native_cast(x, to)
+    return te.reinterpret(x, to)
+
+
+def _bit_cast_to(attrs: Attrs, x: TensorType) -> DType:
+    to = onnx_dtype(int(attrs["to"]))
+    if to.is_bool or x.dtype.storage_bytes != to.storage_bytes or to.bits < 8 \
+            or x.dtype.bits < 8 and not x.dtype.is_bool:
+        raise UnsupportedOpError(f"BitCast: {x.dtype} and {to} differ in width (BitCast needs "
+                                 "types of one size of at least a byte; bool only as input)")
+    return to
 
 
 def _cast_like(attrs: Attrs, tensors: Sequence[Tensor | None]) -> list[Tensor]:
@@ -344,7 +387,7 @@ def _cast_like(attrs: Attrs, tensors: Sequence[Tensor | None]) -> list[Tensor]:
     origin = tuple(te.const(0) for _ in like.shape)
 
     def body(*i: Expr) -> Expr:
-        return te.if_then_else(te.const(True), _cast(x[i], to), like[origin])
+        return te.if_then_else(te.const(True), _cast(x[i], to, attrs), like[origin])
 
     return [te.compute(shape_of(x), body, name="castlike", tag="CastLike")]  # type: ignore
 
@@ -430,16 +473,27 @@ _UNARY: list[OpDef] = [
           inputs=("input",)),
     unary("Cosh", lambda x: (te.exp(x) + te.exp(-x)) * const_like(0.5, x), FLOATS,
           inputs=("input",)),
-    unary("Identity", lambda x: x, ANY, inputs=("input",)),
+    unary("Asin", te.asin, FLOATS, inputs=("input",)),
+    unary("Acos", te.acos, FLOATS, inputs=("input",)),
+    unary("Atan", te.atan, FLOATS, inputs=("input",)),
+    unary("Asinh", te.asinh, FLOATS, inputs=("input",)),
+    unary("Acosh", te.acosh, FLOATS, inputs=("input",)),
+    unary("Atanh", te.atanh, FLOATS, inputs=("input",)),
+    unary("Shrink", _shrink, NUMBERS, {"bias": 0.0, "lambd": 0.5}, inputs=("input",)),
+    unary("BitwiseNot", lambda x: Not(x), INTS),
+    unary("Identity", lambda x: x, STORED, inputs=("input",)),
+
     unary("IsNaN", lambda x: x != x, FLOATS, out_dtype="bool"),  # noqa: PLR0124
     unary("IsInf", _is_inf, FLOATS, {"detect_negative": 1, "detect_positive": 1},
           out_dtype="bool"),
     unary("Not", lambda x: Not(x), "b"),
     unary("Clip", _clip, NUMBERS, {"min": None, "max": None}, inputs=("input", "min", "max"),
           attr_inputs=("min", "max")),
-    unary("Cast", lambda x, a: _cast(x, onnx_dtype(int(a["to"]))), ANY,
+    unary("Cast", lambda x, a: _cast(x, onnx_dtype(int(a["to"])), a), STORED,
           {"to": REQUIRED, "saturate": 1, "round_mode": "up"}, inputs=("input",),
           out_dtype=_cast_to),
+    unary("BitCast", _bit_cast, STORED, {"to": REQUIRED}, inputs=("input",),
+          out_dtype=_bit_cast_to),
     _with_infer_check(
         unary("Dropout", _dropout, FLOATS, {"seed": None, "ratio": 0.5, "training_mode": 0},
               inputs=("data", "ratio", "training_mode"), attr_inputs=("ratio", "training_mode"),
@@ -495,6 +549,9 @@ _NARY: list[OpDef] = [
     nary("And", lambda a, b: a & b, "b"),
     nary("Or", lambda a, b: a | b, "b"),
     nary("Xor", lambda a, b: a != b, "b"),
+    nary("BitwiseAnd", lambda a, b: BitwiseAnd(a, b), INTS),
+    nary("BitwiseOr", lambda a, b: BitwiseOr(a, b), INTS),
+    nary("BitwiseXor", lambda a, b: BitwiseXor(a, b), INTS),
     nary("BitShift", _bit_shift, INTS, inputs=("X", "Y"), attrs={"direction": REQUIRED},
          check=_check_bit_shift),
     nary("Where", _where, ANY, inputs=("condition", "X", "Y"), same_types=0, dtype_from=1,

@@ -102,7 +102,8 @@ REQUIRED: Any = _Required()
 
 # the modules that declare ops; each defines OPS: dict[str, OpDef]
 FAMILIES = ("elementwise", "reduction", "normalization", "transform", "nn", "dense", "rnn",
-            "image", "sort")
+            "image", "sort", "sampling",
+            "spectral", "indexing")
 
 _TABLE: dict[str, OpDef] = {}
 

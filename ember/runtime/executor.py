@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from ember.dtype import numpy_dtype
 from ember.errors import EmberError
 from ember.runtime.library import (ALIGN, MAIN_SYMBOL, aligned_bytes, check_inputs, median_seconds,
                                    output_array, slot_value)
@@ -199,7 +200,7 @@ class CompiledModel:
                 if status != 0:
                     raise EmberError(f"group '{call.group}' failed with status {status}")
                 for k in range(call.num_inputs, len(call.args)):
-                    name, dtype = call.arg_names[k], np.dtype(call.arg_dtypes[k])
+                    name, dtype = call.arg_names[k], numpy_dtype(call.arg_dtypes[k])
                     shape = call.arg_shapes[k]
                     count = int(np.prod(shape, dtype=np.int64))
                     view = np.ctypeslib.as_array(

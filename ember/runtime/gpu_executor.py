@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from ember.dtype import numpy_dtype
 from ember.runtime.device_module import Launch
 from ember.runtime.library import check_inputs
 from ember.runtime.plan import ExecPlan, Slot
@@ -73,7 +74,7 @@ class DeviceModel:
     def run(self, inputs: Mapping[str, Any] | Sequence[Any]) -> list[np.ndarray]:
         """Outputs in graph-output order for inputs given by name (dict) or position (list)."""
         arrays = check_inputs(self.plan.name, self.plan.inputs, inputs)
-        outputs = [np.empty(s.shape, s.dtype) for s in self.plan.outputs]
+        outputs = [np.empty(s.shape, numpy_dtype(s.dtype)) for s in self.plan.outputs]
         with self._lock:
             for buf, array in zip(self._inputs, arrays):
                 self.device.copy_in(buf, array)
@@ -113,4 +114,4 @@ class DeviceModel:
 
 
 def _nbytes(spec: Any) -> int:
-    return int(np.prod(spec.shape, dtype=np.int64)) * np.dtype(spec.dtype).itemsize
+    return int(np.prod(spec.shape, dtype=np.int64)) * numpy_dtype(spec.dtype).itemsize

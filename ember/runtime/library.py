@@ -24,6 +24,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ember.dtype import numpy_dtype
 from ember.errors import ArgumentError, CorruptFileError, EmberError
 from ember.runtime import cpu
 from ember.runtime.elf import ET_DYN, read_elf
@@ -93,10 +94,11 @@ def guarded_bytes(size: int) -> np.ndarray:
 
 def output_array(shape: Sequence[int], dtype: str) -> np.ndarray:
     """An uninitialized output array (guarded under EMBER_GUARD_PAGES)."""
+    numpy = numpy_dtype(dtype)
     if not guard_pages():
-        return np.empty(shape, dtype)
-    nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
-    return guarded_bytes(nbytes)[:nbytes].view(dtype).reshape(shape)
+        return np.empty(shape, numpy)
+    nbytes = int(np.prod(shape, dtype=np.int64)) * numpy.itemsize
+    return guarded_bytes(nbytes)[:nbytes].view(numpy).reshape(shape)
 
 
 def aligned_bytes(size: int, zero: bool = True) -> np.ndarray:
@@ -135,7 +137,7 @@ def check_inputs(model: str, specs: Sequence[Any],
                                 f"{len(arrays)}")
     checked = []
     for spec, array in zip(specs, arrays):
-        want = np.dtype(spec.dtype)
+        want = numpy_dtype(spec.dtype)
         if not isinstance(array, np.ndarray):
             if np.isscalar(array) or isinstance(array, (list, tuple)):
                 try:
@@ -171,8 +173,8 @@ def slot_value(kind: str, index: int, spec: Any, inputs: Sequence[np.ndarray],
     if kind == "output":
         return outputs[index]
     base = workspace if kind == "workspace" else constants
-    nbytes = int(np.prod(spec.shape, dtype=np.int64)) * np.dtype(spec.dtype).itemsize
-    return base[index:index + nbytes].view(spec.dtype).reshape(spec.shape)
+    nbytes = int(np.prod(spec.shape, dtype=np.int64)) * numpy_dtype(spec.dtype).itemsize
+    return base[index:index + nbytes].view(numpy_dtype(spec.dtype)).reshape(spec.shape)
 
 
 def median_seconds(run: Callable[[], Any], repeat: int = 10, warmup: int = 1) -> float:
@@ -294,7 +296,7 @@ def plan_sizes(plan: Mapping[str, Any], metadata_bytes: int) -> list[int]:
     workspace, constant and metadata bytes, input and output counts, then each input's and
     output's bytes. A metadata edit that disagrees would let kernels write past buffers."""
     def nbytes(spec: Mapping[str, Any]) -> int:
-        return int(np.prod(spec["shape"], dtype=np.int64)) * np.dtype(spec["dtype"]).itemsize
+        return int(np.prod(spec["shape"], dtype=np.int64)) * numpy_dtype(spec["dtype"]).itemsize
 
     return [int(plan["workspace_bytes"]), int(plan["constant_bytes"]), metadata_bytes,
             len(plan["inputs"]), len(plan["outputs"]),
@@ -362,7 +364,7 @@ def _check_plan(meta: dict[str, Any], lib: ctypes.CDLL, metadata_bytes: int, pat
             if (not isinstance(spec["name"], str) or not isinstance(spec["shape"], list)
                     or not all(isinstance(d, int) and d >= 0 for d in spec["shape"])):
                 raise TypeError(f"tensor entry {spec!r}")
-            np.dtype(spec["dtype"])
+            numpy_dtype(spec["dtype"])
         if not isinstance(plan["name"], str):
             raise TypeError("plan name")
         sizes = plan_sizes(plan, metadata_bytes)
@@ -389,7 +391,7 @@ def _check_source(source: Any, spec: Mapping[str, Any], plan: Mapping[str, Any])
     kind, index = source["kind"], source["index"]
     if not isinstance(index, int) or index < 0:
         raise ValueError(f"output source {source!r}")
-    nbytes = int(np.prod(spec["shape"], dtype=np.int64)) * np.dtype(spec["dtype"]).itemsize
+    nbytes = int(np.prod(spec["shape"], dtype=np.int64)) * numpy_dtype(spec["dtype"]).itemsize
     if kind in ("input", "output"):
         other = plan[kind + "s"][index]
         if other["shape"] != spec["shape"] or other["dtype"] != spec["dtype"]:

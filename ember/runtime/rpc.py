@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from ember.dtype import numpy_dtype
 from ember.errors import ArgumentError, EmberError
 from ember.runtime import cpu
 
@@ -135,7 +136,7 @@ class RemoteModel:
         if not isinstance(repeat, int) or repeat < 1:
             raise ArgumentError(f"repeat must be a positive integer, got {repeat!r}")
         arrays = check_inputs(self.name, self.inputs, inputs)
-        nbytes = [int(np.prod(s.shape, dtype=np.int64)) * np.dtype(s.dtype).itemsize
+        nbytes = [int(np.prod(s.shape, dtype=np.int64)) * numpy_dtype(s.dtype).itemsize
                   for s in self.outputs]
         parts = [_RUN_HEAD.pack(self.module, threads, repeat, len(arrays), len(nbytes),
                                 self.workspace_bytes)]
@@ -147,7 +148,7 @@ class RemoteModel:
         outputs = []
         for spec in self.outputs[:count]:
             (size,), at = struct.unpack_from("<Q", reply, at), at + 8
-            outputs.append(np.frombuffer(reply, spec.dtype, size // np.dtype(spec.dtype).itemsize,
+            outputs.append(np.frombuffer(reply, numpy_dtype(spec.dtype), size // numpy_dtype(spec.dtype).itemsize,
                                          at).reshape(spec.shape).copy())
             at += size
         (runs,), at = struct.unpack_from("<I", reply, at), at + 4
@@ -371,8 +372,8 @@ def _run(body: bytes, modules: dict[int, Any]) -> bytes:
         (size,), at = struct.unpack_from("<Q", body, at), at + 8
         if at + size > len(body):
             raise RPCError("malformed RUN request: an input is cut short")
-        arrays.append(np.frombuffer(body, np.uint8, size, at).view(spec.dtype).reshape(
-            spec.shape) if size else np.empty(spec.shape, spec.dtype))
+        arrays.append(np.frombuffer(body, np.uint8, size, at).view(numpy_dtype(spec.dtype)).reshape(
+            spec.shape) if size else np.empty(spec.shape, numpy_dtype(spec.dtype)))
         at += size
     if at + 8 * n_out != len(body):
         raise RPCError("malformed RUN request: bad length")

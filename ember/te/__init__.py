@@ -1,8 +1,10 @@
 """Tensor expressions: what to compute (placeholder, compute, reductions) and how (schedules)."""
 
 from ember.te.intrinsics import (
-    abs, all, any, call_extern, cast, ceil, cos, erf, exp, exp2, floor, fma, if_then_else, log,
-    log2, logical_not, max, min, pow, round, rsqrt, sigmoid, sin, sqrt, tanh, trunc,
+    abs, acos, acosh, all, any, asin, asinh, atan, atanh, call_extern, cast, ceil, cos, erf, exp,
+    exp2, floor, fma, if_then_else, log, log2, logical_not, max, min, pow, reinterpret, round,
+    rsqrt, sigmoid, sin, sqrt, tanh, trunc,
+
 )
 from ember.te.lower import lower, lower_schedule
 from ember.te.reduction import comm_reducer, max_value, min_value
@@ -40,8 +42,11 @@ max = _reducer_or_binary(_max_reducer, max)  # noqa: A001
 min = _reducer_or_binary(_min_reducer, min)  # noqa: A001
 
 __all__ = [
-    "abs", "all", "any", "call_extern", "cast", "ceil", "cos", "erf", "exp", "exp2", "floor",
-    "fma", "if_then_else", "log", "log2", "logical_not", "max", "min", "pow", "round", "rsqrt",
+    "abs", "acos", "acosh", "all", "any", "asin", "asinh", "atan", "atanh", "call_extern",
+    "cast", "ceil", "cos", "erf", "exp", "exp2", "floor",
+    "fma", "if_then_else", "log", "log2", "logical_not", "max", "min", "pow", "reinterpret",
+    "round", "rsqrt",
+
     "sigmoid", "sin", "sqrt", "tanh", "trunc", "lower", "lower_schedule", "comm_reducer",
     "max_value", "min_value", "sum", "Schedule", "Stage", "create_schedule", "ComputeOp",
     "ExternOp", "Operation", "PlaceholderOp", "ScanOp", "Tensor", "compute", "extern",

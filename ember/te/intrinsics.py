@@ -70,12 +70,47 @@ def trunc(x: ExprLike) -> Expr:
     return _float_call("trunc", x)
 
 
+def reinterpret(x: ExprLike, dtype: str | DType) -> Expr:
+    """The bits of `x` read as `dtype`, of the same width: reinterpret(f32, "uint32") gives
+    the IEEE-754 pattern. The one operation storage-only types (bfloat16, float8, ...) allow
+    besides loads and stores."""
+    e = convert(x)
+    target = dt.parse(dtype).with_lanes(e.dtype.lanes)
+    if e.dtype.is_bool or target.is_bool or e.dtype.storage.bits != target.storage.bits:
+        raise DTypeError(f"reinterpret needs types of one width, got {e.dtype} -> {target}")
+    return e if target == e.dtype else Call(target, "reinterpret", (e,))
+
+
 def sin(x: ExprLike) -> Expr:
     return _float_call("sin", x)
 
 
 def cos(x: ExprLike) -> Expr:
     return _float_call("cos", x)
+
+
+def asin(x: ExprLike) -> Expr:
+    return _float_call("asin", x)
+
+
+def acos(x: ExprLike) -> Expr:
+    return _float_call("acos", x)
+
+
+def atan(x: ExprLike) -> Expr:
+    return _float_call("atan", x)
+
+
+def asinh(x: ExprLike) -> Expr:
+    return _float_call("asinh", x)
+
+
+def acosh(x: ExprLike) -> Expr:
+    return _float_call("acosh", x)
+
+
+def atanh(x: ExprLike) -> Expr:
+    return _float_call("atanh", x)
 
 
 def pow(x: ExprLike, y: ExprLike) -> Expr:  # noqa: A001

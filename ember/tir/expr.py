@@ -119,6 +119,9 @@ class Expr:
     def astype(self, dtype: str | DType) -> Expr:
         """Cast to another dtype: `x.astype("float32")`."""
         target = dt.parse(dtype)
+        if (target.is_storage_only or self.dtype.is_storage_only) and target != self.dtype:
+            raise DTypeError(f"cannot cast {self.dtype} to {target} in an expression: storage "
+                             "types convert with ember.ops.lowp.convert")
         if self.dtype.lanes > 1 and target.lanes == 1:
             target = target.with_lanes(self.dtype.lanes)
         return self if target == self.dtype else Cast(target, self)
@@ -260,6 +263,20 @@ class And(BinaryOp):
 
 
 class Or(BinaryOp):
+    pass
+
+
+# bitwise operations on integers (And / Or / Not are the logical ones, on bools; Not on an
+# integer is its bitwise complement)
+class BitwiseAnd(BinaryOp):
+    pass
+
+
+class BitwiseOr(BinaryOp):
+    pass
+
+
+class BitwiseXor(BinaryOp):
     pass
 
 

@@ -8,8 +8,9 @@ from ember.tir.function import Buffer, PrimFunc
 
 _BINARY = {E.Add: "+", E.Sub: "-", E.Mul: "*", E.Div: "/", E.FloorDiv: "//", E.FloorMod: "%",
            E.EQ: "==", E.NE: "!=", E.LT: "<", E.LE: "<=", E.GT: ">", E.GE: ">=",
-           E.And: "&&", E.Or: "||"}
-_PRECEDENCE = {E.Or: 1, E.And: 2, E.EQ: 3, E.NE: 3, E.LT: 3, E.LE: 3, E.GT: 3, E.GE: 3,
+           E.And: "&&", E.Or: "||", E.BitwiseAnd: "&", E.BitwiseOr: "|", E.BitwiseXor: "^"}
+_PRECEDENCE = {E.Or: 1, E.And: 2, E.BitwiseOr: 3, E.BitwiseXor: 3, E.BitwiseAnd: 3,
+               E.EQ: 3, E.NE: 3, E.LT: 3, E.LE: 3, E.GT: 3, E.GE: 3,
                E.Add: 4, E.Sub: 4, E.Mul: 5, E.Div: 5, E.FloorDiv: 5, E.FloorMod: 5}
 
 

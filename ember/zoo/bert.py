@@ -38,11 +38,12 @@ def _gelu(b: GraphBuilder, x: str, name: str) -> str:
                   name=f"{name}.half")
 
 
-def _attention(b: GraphBuilder, x: str, mask: str, batch: int, seq: int, hidden: int,
-               heads: int, name: str) -> str:
+def _attention(b: GraphBuilder, x: str, mask: str, hidden: int, heads: int, name: str
+               ) -> str:
     """Multi-head self-attention: [batch, seq, hidden] -> [batch, seq, hidden]."""
     d = hidden // heads
-    split = b.const([batch, seq, heads, d], np.int64)
+    # 0 copies the input's dim (as exporters write it): a batch made symbolic still fits
+    split = b.const([0, 0, heads, d], np.int64)
 
     def project(part: str, perm: list[int], std: float) -> str:
         y = _linear(b, x, hidden, hidden, f"{name}.self.{part}", std)
@@ -61,7 +62,7 @@ def _attention(b: GraphBuilder, x: str, mask: str, batch: int, seq: int, hidden:
     probs = b.node("Softmax", [scores], name=f"{name}.self.softmax", axis=-1)
     ctx = b.node("MatMul", [probs, v], name=f"{name}.self.context")
     ctx = b.node("Transpose", [ctx], name=f"{name}.self.context.transpose", perm=[0, 2, 1, 3])
-    ctx = b.node("Reshape", [ctx, b.const([batch, seq, hidden], np.int64)],
+    ctx = b.node("Reshape", [ctx, b.const([0, 0, hidden], np.int64)],
                  name=f"{name}.self.context.reshape")
     return _linear(b, ctx, hidden, hidden, f"{name}.output.dense")
 
@@ -111,7 +112,7 @@ def bert(*, layers: int = 12, hidden: int = 768, heads: int = 12, intermediate: 
 
     for i in range(layers):
         p = f"encoder.layer.{i}"
-        y = _attention(b, x, m, batch, seq_len, hidden, heads, f"{p}.attention")
+        y = _attention(b, x, m, hidden, heads, f"{p}.attention")
         y = b.node("Add", [y, x], name=f"{p}.attention.residual")
         x = _layer_norm(b, y, hidden, f"{p}.attention.output.LayerNorm", eps)
         y = _gelu(b, _linear(b, x, hidden, intermediate, f"{p}.intermediate.dense"),

@@ -43,8 +43,9 @@ function classify(image) {
   document.getElementById("results").innerHTML = top.map((k) =>
     `<li>${labels ? labels[k] : `class ${k}`} <span class="muted">(${scores[k].toFixed(3)})` +
     `</span></li>`).join("");
-  status.textContent = `${model.name}: ${ms.toFixed(1)} ms in WebAssembly`;
-  window.emberResult = { input: Array.from(input), scores: Array.from(scores), top, ms };
+  status.textContent = `${model.name}: ${ms.toFixed(1)} ms in WebAssembly (${model.simd})`;
+  window.emberResult = { input: Array.from(input), scores: Array.from(scores), top, ms,
+                         simd: model.simd };
 }
 
 document.getElementById("file").addEventListener("change", (event) => {

@@ -166,7 +166,27 @@ _INTRINSICS = {
     "sigmoid": (lambda x: 1 / (1 + np.exp(-x)), (-20, 20)), "floor": (np.floor, (-9, 9)),
     "ceil": (np.ceil, (-9, 9)), "trunc": (np.trunc, (-9, 9)), "fabs": (np.abs, (-9, 9)),
     "sin": (np.sin, (-5, 5)), "cos": (np.cos, (-5, 5)), "round": (np.round, (-9, 9)),
+    "asin": (np.arcsin, (-1, 1)), "acos": (np.arccos, (-1, 1)), "atan": (np.arctan, (-9, 9)),
+    "asinh": (np.arcsinh, (-9, 9)), "acosh": (np.arccosh, (1, 9)),
+    "atanh": (np.arctanh, (-0.99, 0.99)),
 }
+
+
+@pytest.mark.parametrize("dtype", ["int8", "uint16", "int32", "uint64"])
+def test_bitwise_ops_match_numpy(dtype: str) -> None:
+    from ember.tir.expr import BitwiseAnd, BitwiseOr, BitwiseXor, Not
+
+    info = np.iinfo(dtype)
+    rng = np.random.default_rng(3)
+    a, b = (rng.integers(info.min, info.max, N, dtype=dtype, endpoint=True) for _ in range(2))
+    # nested, so the printer's parentheses matter: (a & b) ^ ~(a | b) == ~(a ^ b) & ...
+    f = elementwise(lambda x, y: BitwiseXor(BitwiseAnd(x, y), Not(BitwiseOr(x, y))),
+                    [dtype] * 2, dtype)
+    np.testing.assert_array_equal(run(f, a, b), (a & b) ^ ~(a | b))
+    g = elementwise(lambda x, y: BitwiseAnd(x, y) == BitwiseOr(x, y), [dtype] * 2, "bool")
+    np.testing.assert_array_equal(run(g, a, b), (a & b) == (a | b))
+    with pytest.raises(CodegenError, match="bitwise '&' on float32"):
+        codegen_c([elementwise(lambda x, y: BitwiseAnd(x, y), ["float32"] * 2, "float32")])
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])

@@ -225,16 +225,19 @@ _UNARY = {
     "exp": np.exp, "exp2": np.exp2, "log": np.log, "log2": np.log2, "sqrt": np.sqrt,
     "rsqrt": lambda x: 1 / np.sqrt(x), "tanh": np.tanh, "sigmoid": lambda x: 1 / (1 + np.exp(-x)),
     "erf": _erf, "floor": np.floor, "ceil": np.ceil, "round": np.round, "trunc": np.trunc,
-    "fabs": np.abs, "sin": np.sin, "cos": np.cos,
+    "fabs": np.abs, "sin": np.sin, "cos": np.cos, "asin": np.arcsin, "acos": np.arccos,
+    "atan": np.arctan, "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh,
 }
 _POSITIVE = ("log", "log2", "sqrt", "rsqrt")
+_DOMAINS = {"asin": (-1, 1), "acos": (-1, 1), "atanh": (-0.99, 0.99), "acosh": (1, 5)}
 
 
 @pytest.mark.parametrize("name", sorted(_UNARY))
 @pytest.mark.parametrize("dtype,lanes", [("float32", 1), ("float32", 16), ("float64", 4),
                                          ("float16", 8)])
 def test_unary_intrinsics(name: str, dtype: str, lanes: int) -> None:
-    x = rand(dtype, low=0.1, high=5) if name in _POSITIVE else rand(dtype, low=-5, high=5)
+    low, high = _DOMAINS.get(name, (0.1, 5) if name in _POSITIVE else (-5, 5))
+    x = rand(dtype, low=low, high=high)
     if name == "round":
         x[:4] = np.array([0.5, 1.5, 2.5, -0.5], dtype)  # halves round to even
     f = elementwise(lambda a: Call(a.dtype, name, (a,)), [dtype], dtype, lanes=lanes)
@@ -259,6 +262,18 @@ def test_vector_float32_polynomials_are_accurate(name: str, low: float, high: fl
     with np.errstate(over="ignore"):
         expected = _UNARY[name](special.astype("float64")).astype("float32")
     np.testing.assert_allclose(run(f16, special, n=16), expected, rtol=4e-7, atol=1e-40)
+
+
+@pytest.mark.parametrize("dtype,lanes", [("int8", 16), ("uint32", 8), ("int64", 1),
+                                         ("uint64", 4)])
+def test_bitwise_ops(dtype: str, lanes: int) -> None:
+    from ember.tir.expr import BitwiseAnd, BitwiseOr, BitwiseXor, Not
+
+    info = np.iinfo(dtype)
+    a, b = (RNG.integers(info.min, info.max, N, dtype=dtype, endpoint=True) for _ in range(2))
+    f = elementwise(lambda x, y: BitwiseXor(BitwiseAnd(x, y), Not(BitwiseOr(x, y))),
+                    [dtype] * 2, dtype, lanes=lanes)
+    np.testing.assert_array_equal(run(f, a, b), (a & b) ^ ~(a | b))
 
 
 @pytest.mark.parametrize("lanes", [1, 16])
@@ -546,8 +561,10 @@ def test_cross_assembly_uses_target_vectors() -> None:
     f = elementwise(lambda a, b, c: a * b + c, ["float32"] * 3, "float32", n=256, lanes=4)
     neon = emit_assembly([f], "llvm -mtriple=aarch64-linux-gnu -mattr=+neon")
     assert "fmla" in neon or "fmadd" in neon
-    wasm = emit_assembly([f], "wasm")
-    assert "f32x4.mul" in wasm
+    wasm = emit_assembly([f], "wasm")      # relaxed SIMD by default: one fused multiply-add
+    assert "f32x4.relaxed_madd" in wasm and "f32x4.mul" not in wasm
+    plain = emit_assembly([f], "wasm -mattr=-relaxed-simd")
+    assert "f32x4.mul" in plain and "relaxed" not in plain.split(".section")[0]
     ptx = emit_assembly([elementwise(lambda a: a + 1.0, ["float32"], "float32")], "cuda")
     assert ".version" in ptx and ("add.f32" in ptx or "add.rn.f32" in ptx)
 

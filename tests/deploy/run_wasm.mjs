@@ -23,4 +23,4 @@ for (let r = 0; r < Number(repeat); r++) {
 for (const [index, spec] of model.outputs.entries()) {
   await writeFile(`${outDir}/${index}.bin`, new Uint8Array(outputs[spec.name].buffer));
 }
-console.log(JSON.stringify({ seconds }));
+console.log(JSON.stringify({ seconds, simd: model.simd }));

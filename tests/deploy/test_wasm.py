@@ -17,55 +17,109 @@ ort = pytest.importorskip("onnxruntime")
 import ember  # noqa: E402
 from ember.errors import EmberError  # noqa: E402
 from ember.lowering.export import CompilerNotFoundError, ExportError  # noqa: E402
-from tests.lowering.test_export import matmul_gelu  # noqa: E402
+from tests.lowering.test_export import conv_relu_pool, matmul_gelu  # noqa: E402
 
 RUNNER = Path(__file__).with_name("run_wasm.mjs")
 pytestmark = pytest.mark.skipif(shutil.which("node") is None or shutil.which("wasm-ld") is None,
                                 reason="needs node and wasm-ld (.ci/install-system-packages.sh)")
 
 
-def run_in_node(script: Path, feeds: dict[str, np.ndarray], work: Path, repeat: int = 1
-                ) -> tuple[list[np.ndarray], list[float]]:
+RELAXED_FLAG = "--experimental-wasm-relaxed-simd"
+
+
+def node_major() -> int:
+    return int(subprocess.run(["node", "--version"], capture_output=True, text=True,
+                              check=True).stdout.strip().lstrip("v").split(".")[0])
+
+
+def node_runs_relaxed_simd(flags: tuple[str, ...]) -> bool:
+    """V8 ships relaxed SIMD from 11.4 (Node.js 21); Node.js 20 needs the flag."""
+    return RELAXED_FLAG in flags or node_major() >= 21
+
+
+def run_in_node(script: Path, feeds: dict[str, np.ndarray], work: Path, repeat: int = 1,
+                flags: tuple[str, ...] = ()) -> tuple[list[np.ndarray], dict]:
     inputs, outputs = work / "in", work / "out"
+    shutil.rmtree(inputs, ignore_errors=True)
+    shutil.rmtree(outputs, ignore_errors=True)
     inputs.mkdir(parents=True)
     outputs.mkdir()
     for name, array in feeds.items():
         np.ascontiguousarray(array).tofile(inputs / f"{name}.bin")
-    done = subprocess.run(["node", str(RUNNER), str(script), str(inputs), str(outputs),
-                           str(repeat)], capture_output=True, text=True, timeout=300)
+    done = subprocess.run(["node", *flags, str(RUNNER), str(script), str(inputs),
+                           str(outputs), str(repeat)], capture_output=True, text=True,
+                          timeout=300)
     assert done.returncode == 0, done.stderr
     count = len(list(outputs.iterdir()))
     return ([np.fromfile(outputs / f"{k}.bin", np.uint8) for k in range(count)],
-            json.loads(done.stdout)["seconds"])
+            json.loads(done.stdout))
 
 
-def _check(model, script, feeds, work, rtol=1e-4, atol=1e-5):
+def _check(model, script, feeds, work, rtol=1e-4, atol=1e-5, flags=()):
     session = ort.InferenceSession(model.SerializeToString(),
                                    providers=["CPUExecutionProvider"])
     want = session.run(None, feeds)
-    got, seconds = run_in_node(script, feeds, work, repeat=2)
+    got, report = run_in_node(script, feeds, work, repeat=2, flags=flags)
     assert len(got) == len(want)
     for raw, expected in zip(got, want):
         value = raw.view(expected.dtype).reshape(expected.shape)
         np.testing.assert_allclose(value, expected, rtol=rtol, atol=atol)
-    return seconds
+    return report
 
 
-@pytest.mark.parametrize("name,config", [
-    ("mobilenet_v2", {"image_size": 32, "num_classes": 10}),
-    ("squeezenet", {"image_size": 48, "num_classes": 10}),
-])
-def test_zoo_models_run_in_node(name, config, tmp_path):
+def test_zoo_model_with_simd128_fallback_in_node(tmp_path):
+    """The relaxed-SIMD module where the engine runs it, the simd128 copy elsewhere; both
+    match onnxruntime."""
     from ember.zoo import build_model, random_inputs
 
-    model = build_model(name, **config)
+    name = "mobilenet_v2"
+    model = build_model(name, image_size=32, num_classes=10)
     script = ember.export_wasm(model, tmp_path / "web", name=name)
-    assert {p.name for p in (tmp_path / "web").iterdir()} == {f"{name}.js", f"{name}.wasm",
-                                                               f"{name}.weights"}
-    wasm = (tmp_path / "web" / f"{name}.wasm").read_bytes()
-    assert wasm[:4] == b"\0asm"
-    seconds = _check(model, script, random_inputs(model, 4), tmp_path, 1e-3, 1e-4)
-    assert all(s > 0 for s in seconds)
+    web = tmp_path / "web"
+    assert {p.name for p in web.iterdir()} == {f"{name}.js", f"{name}.wasm",
+                                                f"{name}.simd128.wasm", f"{name}.weights"}
+    for path in (web / f"{name}.wasm", web / f"{name}.simd128.wasm"):
+        assert path.read_bytes()[:4] == b"\0asm"
+    # f32x4.relaxed_madd is opcode 0xfd 0x85 0x02: in the relaxed module only
+    assert b"\xfd\x85\x02" in (web / f"{name}.wasm").read_bytes()
+    assert b"\xfd\x85\x02" not in (web / f"{name}.simd128.wasm").read_bytes()
+    feeds = random_inputs(model, 4)
+    for flags in ((), (RELAXED_FLAG,)):
+        report = _check(model, script, feeds, tmp_path, 1e-3, 1e-4, flags)
+        assert report["simd"] == ("relaxed-simd" if node_runs_relaxed_simd(flags)
+                                  else "simd128")
+        assert all(s > 0 for s in report["seconds"])
+
+
+def test_zoo_model_without_fallback_in_node(tmp_path):
+    from ember.zoo import build_model, random_inputs
+
+    model = build_model("squeezenet", image_size=48, num_classes=10)
+    (tmp_path / "web").mkdir()
+    (tmp_path / "web" / "squeezenet.simd128.wasm").write_bytes(b"stale")
+    script = ember.export_wasm(model, tmp_path / "web", name="squeezenet", fallback=False)
+    assert {p.name for p in (tmp_path / "web").iterdir()} == {
+        "squeezenet.js", "squeezenet.wasm", "squeezenet.weights"}
+    report = _check(model, script, random_inputs(model, 4), tmp_path, 1e-3, 1e-4,
+                    (RELAXED_FLAG,))
+    assert report["simd"] == "relaxed-simd"
+    if node_major() < 21:  # an engine without relaxed SIMD and no fallback: a clear error
+        done = subprocess.run(["node", str(RUNNER), str(script), str(tmp_path / "in"),
+                               str(tmp_path / "out")], capture_output=True, text=True,
+                              timeout=300)
+        assert done.returncode != 0
+        assert "uses WebAssembly relaxed SIMD, which this engine lacks" in done.stderr
+
+
+def test_simd128_target_has_no_fallback(tmp_path):
+    model = matmul_gelu()
+    script = ember.export_wasm(model, tmp_path / "web", target="wasm -mattr=-relaxed-simd")
+    assert {p.name for p in (tmp_path / "web").iterdir()} == {"model.js", "model.wasm",
+                                                               "model.weights"}
+    rng = np.random.default_rng(5)
+    report = _check(model, script, {"x": rng.standard_normal((8, 64)).astype(np.float32)},
+                    tmp_path)
+    assert report["simd"] == "simd128"
 
 
 def test_gelu_erf_and_passthrough_outputs_in_node(tmp_path):
@@ -79,6 +133,8 @@ def test_gelu_erf_and_passthrough_outputs_in_node(tmp_path):
 def test_wasm_export_errors(tmp_path, monkeypatch):
     with pytest.raises(ExportError, match="is not wasm32; use target='wasm'"):
         ember.export_wasm(matmul_gelu(), tmp_path, target="llvm")
+    with pytest.raises(EmberError, match="fallback must be True or False, got 'yes'"):
+        ember.export_wasm(matmul_gelu(), tmp_path / "f", fallback="yes")
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(CompilerNotFoundError, match="needs wasm-ld"):
         ember.export_wasm(matmul_gelu(), tmp_path)
@@ -88,3 +144,19 @@ def test_wasm_export_errors(tmp_path, monkeypatch):
     monkeypatch.setenv("WASM_LD", shutil.which("false", path="/bin:/usr/bin"))
     with pytest.raises(EmberError, match="linking 'model.wasm' failed"):
         ember.export_wasm(matmul_gelu(), tmp_path / "x")
+
+
+def test_fallback_planned_differently_is_refused(tmp_path):
+    from ember.driver import import_model
+    from ember.lowering import wasm
+    from ember.lowering.compile import prepare
+
+    relaxed, portable = ember.target.Target("wasm"), ember.target.Target(
+        "wasm -mattr=-relaxed-simd")
+    assert wasm.fallback_target(relaxed).code_features == portable.code_features == (
+        "simd128",)
+    assert wasm.fallback_target(portable) is None
+    built = prepare(import_model(matmul_gelu()), relaxed, 3, False, None, False, False)
+    other = prepare(import_model(conv_relu_pool()), portable, 3, False, None, False, False)
+    with pytest.raises(ExportError, match="fallback of 'm' was planned differently"):
+        wasm.write_wasm(built, relaxed, tmp_path, "m", (portable, other))

@@ -155,13 +155,52 @@ def test_qdq_conv_block():
     np.testing.assert_allclose(got, want, atol=step * 1.01)
 
 
-def test_blocked_quantization_is_rejected():
+def _model(node, inputs, consts, out_type, out_shape, opset=21):
+    graph = h.make_graph([node], "q", [info(n, a) for n, a in inputs.items()],
+                         [h.make_tensor_value_info("y", out_type, out_shape)],
+                         [nh.from_array(np.asarray(a), n) for n, a in consts.items()])
+    return h.make_model(graph, opset_imports=[h.make_opsetid("", opset)])
+
+
+def test_blocked_quantize_and_dequantize_match_onnxruntime():
+    x = (RNG.standard_normal((4, 5)) * 3).astype(np.float32)
+    scale = RNG.uniform(0.02, 0.2, (4, 3)).astype(np.float32)      # blocks of 2, last short
+    zero = RNG.integers(0, 20, (4, 3)).astype(U8)
+    check(h.make_node("QuantizeLinear", ["x", "s", "z"], ["y"], axis=1, block_size=2),
+          {"x": x}, {"s": scale, "z": zero}, [4, 5], T.UINT8)
+    q = RNG.integers(0, 255, (4, 5)).astype(U8)
+    check(h.make_node("DequantizeLinear", ["q", "s", "z"], ["y"], axis=1, block_size=2),
+          {"q": q}, {"s": scale, "z": zero}, [4, 5], T.FLOAT)
+
+
+@pytest.mark.parametrize("low", [T.INT4, T.UINT4, T.INT2, T.FLOAT8E4M3FN, T.FLOAT8E5M2])
+def test_quantize_dequantize_int4_and_float8_match_onnxruntime(low):
+    # onnxruntime returns no int4 arrays: compare DequantizeLinear(QuantizeLinear(x))
+    x = (RNG.standard_normal((3, 8)) * 4).astype(np.float32)
+    x.flat[:4] = [1e6, -1e6, 0.5, 0.75]                # saturation; ties to even
+    float8 = low in (T.FLOAT8E4M3FN, T.FLOAT8E5M2)   # onnxruntime: float8 zero points are 0
+    zero = h.make_tensor("z", low, [3], [0, 0, 0] if float8 else [1, 0, 1])
+    nodes = [h.make_node("QuantizeLinear", ["x", "s", "z"], ["q"], axis=0),
+             h.make_node("DequantizeLinear", ["q", "s", "z"], ["y"], axis=0)]
+    graph = h.make_graph(nodes, "qdq", [info("x", x)],
+                         [h.make_tensor_value_info("y", T.FLOAT, [3, 8])],
+                         [nh.from_array(np.array([0.5, 0.25, 1.0], np.float32), "s"), zero])
+    opset = 25 if low == T.INT2 else 21
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", opset)])
+    try:
+        session = ort.InferenceSession(model.SerializeToString(),
+                                       providers=["CPUExecutionProvider"])
+    except Exception as error:  # noqa: BLE001 - this onnxruntime lacks the type
+        pytest.skip(f"onnxruntime cannot run it: {error}")
+    want = session.run(None, {"x": x})[0]
+    np.testing.assert_array_equal(ember.compile(model).run({"x": x})[0], want)
+
+
+def test_blocked_scale_of_the_wrong_shape_is_rejected():
     x = RNG.standard_normal((4, 4)).astype(np.float32)
     node = h.make_node("QuantizeLinear", ["x", "s", "z"], ["y"], axis=1, block_size=2)
-    graph = h.make_graph([node], "q", [info("x", x)],
-                         [h.make_tensor_value_info("y", T.UINT8, [4, 4])],
-                         [nh.from_array(np.full((4, 2), 0.1, np.float32), "s"),
-                          nh.from_array(np.zeros((4, 2), U8), "z")])
-    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 21)])
-    with pytest.raises(UnsupportedModelError, match=r"QuantizeLinear.*block_size > 0"):
+    model = _model(node, {"x": x}, {"s": np.full((4, 3), 0.1, np.float32),
+                                    "z": np.zeros((4, 3), U8)}, T.UINT8, [4, 4])
+    with pytest.raises(UnsupportedModelError, match=r"QuantizeLinear.*shape \(4, 3\) does not "
+                       r"fit x of shape \(4, 4\) with block_size=2"):
         from_onnx(model)

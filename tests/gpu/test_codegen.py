@@ -94,15 +94,14 @@ def test_too_many_threads_per_block():
         gpu_source(s, [A, B], "cuda")
 
 
-def test_float16_is_stored_as_half_on_opencl_and_cuda_and_rejected_on_metal():
+def test_float16_is_stored_as_half_on_every_source_dialect():
     A = te.placeholder((64,), "float16", name="A")
     B = te.compute((64,), lambda i: A[i] + A[i], name="B")
     s = te.create_schedule(B.op)
     s[B].bind(B.op.axis[0], "threadIdx.x")
     assert "vstore_half(" in gpu_source(s, [A, B], "opencl")
     assert "__float2half(" in gpu_source(s, [A, B], "cuda")
-    with pytest.raises(CodegenError, match="float16"):
-        gpu_source(s, [A, B], "metal")
+    assert "as_type<ushort>(half(" in gpu_source(s, [A, B], "metal")
 
 
 def test_float64_is_rejected_on_metal():

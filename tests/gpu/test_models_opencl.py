@@ -34,8 +34,25 @@ class CountingDevice:
         return getattr(self.device, name)
 
 
-@pytest.mark.parametrize("name,config", [("resnet18", {"image_size": 32}),
-                                         ("bert-tiny", {"layers": 1})])
+# every zoo model (lstm_lm below, bert-base is bert), small inputs; the heavy ones (many
+# distinct kernels for PoCL to compile, or bert-base's 768-wide layers) are marked
+ZOO = [("resnet18", {"image_size": 32}),
+       ("bert-tiny", {"layers": 1}),
+       ("squeezenet", {"image_size": 32}),
+       pytest.param("resnet50", {"image_size": 32}, marks=pytest.mark.heavy),
+       pytest.param("mobilenet_v2", {"image_size": 32}, marks=pytest.mark.heavy),
+       ("bert", {"layers": 1, "seq_len": 16})]
+
+
+def test_every_zoo_model_runs_here():
+    from ember.zoo import MODELS
+
+    names = {p.values[0] if hasattr(p, "values") else p[0] for p in ZOO}
+    same = {"bert-base": "bert"}  # one builder, two names
+    assert {same.get(n, n) for n in MODELS} <= names | {"lstm_lm"}
+
+
+@pytest.mark.parametrize("name,config", ZOO)
 def test_zoo_model_matches_onnxruntime(opencl, name, config):
     from ember.driver_gpu import compile_gpu
     from ember.runtime.devices import default_device

@@ -1,5 +1,5 @@
 """Vector loads and stores (OpenCL vloadN / vstoreN, CUDA float4) where lanes are contiguous
-(and, for CUDA, proved aligned), and float16 storage on OpenCL and CUDA."""
+(and, for CUDA, proved aligned), and float16 storage on OpenCL, CUDA and Metal."""
 
 import shutil
 import subprocess
@@ -94,10 +94,28 @@ def test_float16_on_opencl_matches_numpy(opencl):
     np.testing.assert_allclose(sig.astype(np.float32), want, rtol=2e-3, atol=1e-3)
 
 
+def test_float16_on_metal_is_stored_as_half_bits():
+    source = _add_source("metal", dtype="float16", vector=1)
+    assert "device uint16_t* A [[buffer(0)]]" in source
+    assert "float(as_type<half>(A[" in source and "= as_type<ushort>(half(" in source
+
+
 def test_float16_without_half_storage_is_refused_by_name():
+    from dataclasses import replace
+
+    from ember.codegen.gpu_kernels import split_kernels
+    from ember.codegen.gpu_source import codegen_source
+    from ember.codegen.metal import METAL
+    from ember.lowering.build import lower_gpu
+
+    A = te.placeholder((64,), "float16", name="A")
+    B = te.compute((64,), lambda i: A[i] + A[i], name="add")
+    s = te.create_schedule(B.op)
+    s[B].bind(B.op.axis[0], "threadIdx.x")
+    program = split_kernels(lower_gpu(s, [A, B]))
     with pytest.raises(CodegenError, match="float16 buffer 'add'.*Metal back end has no "
                                            "float16 storage"):
-        _add_source("metal", dtype="float16")
+        codegen_source(program, replace(METAL, half=None))
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc (CUDA toolkit) not installed")

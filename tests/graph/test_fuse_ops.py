@@ -202,3 +202,20 @@ def test_diamond_through_an_anchor_is_not_a_prologue() -> None:
     assert _groups(out) == [["Relu"], ["MatMul", "Mul"]]
     _covers(g, out)
     assert_same_results(g, out)
+
+
+def test_a_long_chain_is_cut_into_groups_of_at_most_max_group_nodes() -> None:
+    # an unrolled loop: 70 elementwise ops in a row
+    from ember.graph.passes.fuse_ops import MAX_GROUP_NODES
+
+    b = Builder()
+    x = b.input("x", (4,), "float32")
+    y, one = x, b.const("one", (4,), 0)
+    for _ in range(70):
+        (y,) = b.add("Add", [y, one])
+    g = b.finish([y])
+    out = fuse_ops(g)
+    sizes = [len(group) for group in _groups(out)]
+    assert sizes == [MAX_GROUP_NODES, MAX_GROUP_NODES, 70 - 2 * MAX_GROUP_NODES]
+    _covers(g, out)
+    assert_same_results(g, out)

@@ -6,6 +6,8 @@ Rules, by the pattern of the node being added to its producer's group:
 - INJECTIVE: joins groups that are at most INJECTIVE;
 - REDUCTION: absorbs groups that are at most INJECTIVE (its prologue);
 - OUT_FUSABLE and OPAQUE: start a group of their own; nothing fuses into OPAQUE ones.
+A group holds at most MAX_GROUP_NODES nodes (an unrolled loop can chain thousands of
+elementwise ops; one kernel inlining them all would be one expression too deep to compile).
 A node joins through an input only when that input is not a graph output, comes from a
 single-output node, and is read by this node alone or else (a diamond, as GELU's
 x -> Div -> Erf -> Add -> Mul(x, .)) every other reader sits in an elementwise group this node
@@ -22,6 +24,7 @@ from ember.graph.passes.rewrite import op_pattern
 from ember.ops.registry import Pattern
 
 FUSED = "Fused"
+MAX_GROUP_NODES = 32
 
 
 @dataclass(eq=False)
@@ -122,17 +125,20 @@ def _groups_to_merge(node: Node, pattern: Pattern, producers: dict[Value, Node],
             candidates.append((v, group))
     merged: list[_Group] = []
     anchors = 1 if pattern in (Pattern.REDUCTION, Pattern.OUT_FUSABLE) else 0
+    size = 1
     changed = True
     while changed:  # a group joined may make another input's readers all internal
         changed = False
         for v, group in candidates:
-            if group in merged or (group.has_anchor and anchors):
+            if group in merged or (group.has_anchor and anchors) or \
+                    size + len(group.nodes) > MAX_GROUP_NODES:
                 continue
             joined = set(merged) | {group}
             if all(u is node or _elementwise_reader(u, group_of, joined)
                    for u in consumers.get(v, [])):
                 merged.append(group)
                 anchors += group.has_anchor
+                size += len(group.nodes)
                 changed = True
     return merged
 

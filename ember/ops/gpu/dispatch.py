@@ -33,6 +33,10 @@ def gpu_compute(opdef: OpDef) -> Callable[[Attrs, Sequence[Tensor | None]], list
         from ember.ops.gpu.conv_compute import compute_conv_gpu
 
         return lambda attrs, inputs: compute_conv_gpu(attrs, inputs, opdef.compute)
+    if opdef.name in ("MatMul", "Gemm"):
+        # B read in place: the CPU's packed panels are laid out for vector registers, and
+        # a shared tile of them would span every panel (bounds of j // panel are loose)
+        return lambda attrs, inputs: opdef.compute(attrs, inputs, pack=False)  # type: ignore
     return opdef.compute
 
 

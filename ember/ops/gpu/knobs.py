@@ -1,7 +1,7 @@
 """Knob families of the GPU schedules (the same interface as the CPU ones, ember.ops.knobs).
 
 Defaults come from the target: -max-threads-per-block bounds every block; tiles stay within
--max-shared-memory-per-block (48 KiB when not given).
+-max-shared-memory-per-block (48 KiB when not given, Metal's 32 KiB on metal).
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from ember.ops.knobs import Knobs, Space, Task, powers_of_two
 
 SHARED_DEFAULT_BYTES = 48 * 1024
+METAL_SHARED_BYTES = 32 * 1024  # threadgroup memory of Apple GPUs
 # elements per thread of elementwise kernels by default. 4 (float4 loads and stores) showed
 # no consistent gain on PoCL (1M-element Add: 0.23-0.45 ms either way, noisy); the tuner
 # tries 2 and 4 (knob `vector`) where the device may reward them
@@ -23,7 +24,8 @@ def max_threads(task: Task) -> int:
 
 
 def shared_bytes(task: Task) -> int:
-    return int(task.target.option("max-shared-memory-per-block", str(SHARED_DEFAULT_BYTES)))
+    default = METAL_SHARED_BYTES if task.target.kind == "metal" else SHARED_DEFAULT_BYTES
+    return int(task.target.option("max-shared-memory-per-block", str(default)))
 
 
 @dataclass(frozen=True)
