@@ -282,9 +282,10 @@ class _Worker:
 
 class LocalRunner:
     """Measures candidates in `workers` worker processes on this machine; a worker that dies
-    or hangs is replaced. With several workers, candidates build in parallel while one lock
-    keeps their timings apart (a timed kernel shares the machine with builds, never with
-    another timed kernel: use workers > 1 where cores are spare beyond the target's threads). Workers are forked (they start with ember loaded), except for
+    or hangs is replaced. With several workers, candidates build in parallel while kernel
+    runs take turns the runner grants one worker at a time (a timed kernel shares the
+    machine with builds, never with another timed kernel: use workers > 1 where cores are
+    spare beyond the target's threads). Workers are forked (they start with ember loaded), except for
     tasks on GPU targets, whose workers are spawned (fresh interpreters: a device runtime's
     threads and handles do not survive a fork); `start` forces one method for all."""
 
