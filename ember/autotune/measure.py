@@ -286,8 +286,8 @@ class LocalRunner:
     runs take turns the runner grants one worker at a time (a timed kernel shares the
     machine with builds, never with another timed kernel: use workers > 1 where cores are
     spare beyond the target's threads). Workers are forked (they start with ember loaded),
-    except for tasks on GPU targets, whose workers are spawned (fresh interpreters: a device runtime's
-    threads and handles do not survive a fork); `start` forces one method for all."""
+    except for tasks on GPU targets, whose workers are spawned (fresh interpreters: a device
+    runtime's threads and handles do not survive a fork); `start` forces one method for all."""
 
     def __init__(self, settings: MeasureSettings | None = None, workers: int = 1,
                  start: str | None = None) -> None:
