@@ -13,12 +13,7 @@ EXPECTED_FAILURES: dict[str, tuple[str, ...]] = {
     'opset 8 Scan: the version converter changes the input shapes': (
         'test_scan_sum',
     ),
-    'data type bfloat16 is not supported': (
-        'test_attention_3d_causal_bf16_expanded',
-        'test_attention_4d_attn_mask_causal_bf16_expanded',
-        'test_attention_4d_causal_bf16_expanded',
-        'test_attention_4d_causal_padded_kv_bf16_expanded',
-        'test_attention_4d_padded_kv_bf16_expanded',
+    'bfloat16 tests of ops ember lacks (Compress, Loop, ReverseSequence, Unique)': (
         'test_range_bfloat16_type_positive_delta_expanded',
         'test_reversesequence_bfloat16',
     ),
