@@ -13,7 +13,7 @@ EXPECTED_FAILURES: dict[str, tuple[str, ...]] = {
     'opset 8 Scan: the version converter changes the input shapes': (
         'test_scan_sum',
     ),
-    'bfloat16 tests of ops ember lacks (Compress, Loop, ReverseSequence, Unique)': (
+    'bfloat16 tests of ops ember lacks (Loop, ReverseSequence)': (
         'test_range_bfloat16_type_positive_delta_expanded',
         'test_reversesequence_bfloat16',
     ),
