@@ -13,8 +13,7 @@ EXPECTED_FAILURES: dict[str, tuple[str, ...]] = {
     'opset 8 Scan: the version converter changes the input shapes': (
         'test_scan_sum',
     ),
-    'bfloat16 tests of ops ember lacks (Loop, ReverseSequence)': (
-        'test_range_bfloat16_type_positive_delta_expanded',
+    'bfloat16 tests of ops ember lacks (ReverseSequence)': (
         'test_reversesequence_bfloat16',
     ),
     'data type string is not supported': (
