@@ -23,12 +23,13 @@ and masks.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 from ember import dtype as dt
 from ember import te
 from ember.dtype import DType
 from ember.errors import UnsupportedOpError
-from ember.tir.expr import And, Expr, Or, Select, const
+from ember.tir.expr import And, Expr, FloatImm, IntImm, Let, Or, Select, Var, const
 
 ROUND_MODES = ("up", "down", "nearest")
 
@@ -274,8 +275,23 @@ def native_cast(x: Expr, to: DType) -> Expr:
     return x.astype(to)
 
 
+def _once(value: Expr, body: Callable[[Expr], Expr]) -> Expr:
+    """body(v) with `value` evaluated once (`let v = value`): the formulas read their input
+    several times, and a chain of inlined conversions would otherwise grow exponentially."""
+    if isinstance(value, (Var, IntImm, FloatImm)):
+        return body(value)
+    var = Var("v", value.dtype)
+    return Let(var, value, body(var))
+
+
 def convert(x: Expr, to: DType, saturate: bool = True, round_mode: str = "up") -> Expr:
     """ONNX Cast(x, to) where either side may be a storage-only type."""
+    if x.dtype.element != to.element and (x.dtype.is_storage_only or to.is_storage_only):
+        return _once(x, lambda v: _convert(v, to, saturate, round_mode))
+    return _convert(x, to, saturate, round_mode)
+
+
+def _convert(x: Expr, to: DType, saturate: bool, round_mode: str) -> Expr:
     source = x.dtype.element
     to = to.element
     if source == to:
@@ -283,7 +299,7 @@ def convert(x: Expr, to: DType, saturate: bool = True, round_mode: str = "up") -
     if source.is_storage_only:
         x = decode(x)
         if to.is_storage_only:
-            return encode(x, to, saturate, round_mode)
+            return _once(x, lambda v: encode(v, to, saturate, round_mode))
         return native_cast(x, to)
     if to.is_storage_only:
         return encode(x, to, saturate, round_mode)

@@ -13,14 +13,6 @@ EXPECTED_FAILURES: dict[str, tuple[str, ...]] = {
     'opset 8 Scan: the version converter changes the input shapes': (
         'test_scan_sum',
     ),
-    'data type bfloat16 is not supported': (
-        'test_attention_3d_causal_bf16_expanded',
-        'test_attention_4d_attn_mask_causal_bf16_expanded',
-        'test_attention_4d_causal_bf16_expanded',
-        'test_attention_4d_causal_padded_kv_bf16_expanded',
-        'test_attention_4d_padded_kv_bf16_expanded',
-        'test_range_bfloat16_type_positive_delta_expanded',
-    ),
     'data type string is not supported': (
         'test_ai_onnx_ml_label_encoder_string_int',
         'test_ai_onnx_ml_label_encoder_string_int_no_default',
