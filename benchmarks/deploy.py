@@ -128,6 +128,30 @@ def row_board(board, model, feeds, runs, work):
     return out, seconds, code_bytes(path, prefix), meta_bytes, code_bytes(server, prefix)
 
 
+ORT_RUNNER = ROOT / "benchmarks" / "ort_timing.py"
+
+
+def row_ort_aarch64(model, feeds, runs, work, root):
+    """onnxruntime's own aarch64 wheel in an aarch64 Python under qemu-user: `root` holds
+    `sysroot/` (Debian arm64 python3.11 unpacked with dpkg -x, plus the cross toolchain's
+    libc) and `site-packages/` (the numpy and onnxruntime manylinux aarch64 wheels,
+    unzipped); see docs/deploy.md."""
+    root = Path(root)
+    (work / "model.onnx").write_bytes(model.SerializeToString())
+    (work / "in").mkdir()
+    for name, array in feeds.items():
+        array.tofile(work / "in" / f"{name}.bin")
+    env = dict(os.environ, PYTHONHOME=str(root / "sysroot" / "usr"),
+               PYTHONPATH=str(root / "site-packages"))
+    done = subprocess.run(["qemu-aarch64", "-L", str(root / "sysroot"),
+                           str(root / "sysroot" / "usr" / "bin" / "python3.11"),
+                           str(ORT_RUNNER), str(work / "model.onnx"), str(work / "in"),
+                           str(work / "out.bin"), str(runs)], capture_output=True, text=True,
+                          check=True, env=env)
+    seconds, version = done.stdout.split()
+    return np.fromfile(work / "out.bin", np.float32), float(seconds), version
+
+
 def row_wasm(model, feeds, runs, work):
     import json
 
@@ -214,6 +238,9 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--targets", nargs="+",
                         default=["so", "c", "aarch64", "armv7", "wasm", "chromium"])
+    parser.add_argument("--ort-aarch64", metavar="DIR", default=None,
+                        help="with target ort-aarch64: an aarch64 Python with onnxruntime "
+                             "(DIR/sysroot, DIR/site-packages) to run under qemu-aarch64")
     args = parser.parse_args()
     from ember.zoo import build_model, random_inputs
 
@@ -242,6 +269,11 @@ def main() -> int:
                         out, s, code, const, simd = row_chromium(model, feeds, args.runs,
                                                                  work)
                         label = f"wasm32+{simd} (headless Chromium)"
+                    elif target == "ort-aarch64":
+                        out, s, version = row_ort_aarch64(model, feeds, args.runs, work,
+                                                          args.ort_aarch64)
+                        code = const = 0
+                        label = f"onnxruntime {version} aarch64 wheel, EMULATED (qemu-user)"
                     elif target == "wasm":
                         out, s, code, const, simd = row_wasm(model, feeds, args.runs, work)
                         label = f"wasm32+{simd} (Node.js " + subprocess.run(
@@ -256,7 +288,9 @@ def main() -> int:
                     print(f"| {name} | {target} | failed: {error} | | | | |", flush=True)
                     continue
                 err = float(np.abs(np.asarray(out).ravel() - want.ravel()).max())
-                print(f"| {name} | {label} | {code / 1024:.0f}{extra} | {const / 2**20:.1f} | "
+                sizes = (" | " if target == "ort-aarch64" else
+                         f"{code / 1024:.0f}{extra} | {const / 2**20:.1f}")
+                print(f"| {name} | {label} | {sizes} | "
                       f"{s * 1e3:.2f} | {s / ort_s:.2f} | {err:.1e} |", flush=True)
     return 0
 
