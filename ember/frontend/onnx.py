@@ -116,12 +116,32 @@ def from_onnx(model: ModelProto | str | bytes | os.PathLike[str],
 
         graph = from_onnx(model_proto, input_shapes={"x": (1, 3, 32, 32)})
     """
-    proto = load_model(model)
-    _check_text(proto.graph)
-    _check(proto)
-    proto = _upgrade(proto)
+    proto = _upgrade(check_model(load_model(model)))
     return _Importer(proto, dict(input_shapes or {}), dict(constant_inputs or {}),
                      outputs, evaluate).run()
+
+
+def check_model(proto: ModelProto) -> ModelProto:
+    """`proto` if it is a well-formed ONNX model (text names, the ONNX checker, tensor graph
+    inputs of a supported element type), else a clear error: what from_onnx checks first, for
+    callers that import later (shape specialization imports at the first run)."""
+    _check_text(proto.graph)
+    for kind, values in (("input", proto.graph.input), ("output", proto.graph.output)):
+        for index, vi in enumerate(values):  # the checker's message names neither
+            if vi.type.WhichOneof("value") is None:
+                raise ModelError(f"graph {kind} {index} '{vi.name}' has no type; the ONNX "
+                                 "spec requires one (a tensor type: element type and shape)")
+    _check(proto)
+    initializers = {t.name for t in proto.graph.initializer}
+    for index, vi in enumerate(proto.graph.input):
+        if vi.name in initializers:
+            continue
+        kind = vi.type.WhichOneof("value")
+        if kind != "tensor_type":
+            raise UnsupportedOpError(f"graph input {index} '{vi.name}': only tensor inputs are "
+                                     f"supported, got a {kind}")
+        onnx_dtype(vi.type.tensor_type.elem_type, f"graph input '{vi.name}'")
+    return proto
 
 
 def _upgrade(model: ModelProto) -> ModelProto:
