@@ -1,4 +1,5 @@
-"""Seeded fuzzing of ember: mutated ONNX models, abused run calls, damaged libraries.
+"""Seeded fuzzing of ember: mutated ONNX models, abused run calls, damaged libraries and
+kernel caches, random target strings.
 
     python benchmarks/fuzz.py --minutes 30          # the long run; counts per outcome
     python benchmarks/fuzz.py --cases 300 --seed 0  # a fixed, short run (as CI does)
@@ -38,7 +39,7 @@ import numpy as np
 
 FAILURES = ("mismatch", "internal", "death", "timeout")
 FAMILIES = ("attribute", "dims", "dtype", "structure", "bytes", "initializer", "run_call",
-            "library")
+            "library", "target", "cache")
 
 
 # ------------------------------------------------------------------------------------------
@@ -260,7 +261,9 @@ def _agree(got: list[np.ndarray], want: list[np.ndarray]) -> bool:
         if g.shape != w.shape:
             return False
         if g.dtype.kind in "fc":
-            if not np.allclose(g.astype("float64"), w.astype("float64"), rtol=1e-3, atol=1e-4,
+            # float16: ember and onnxruntime may each round once or per operation (2 ulps)
+            rtol, atol = (2e-3, 1e-3) if g.dtype == np.float16 else (1e-3, 1e-4)
+            if not np.allclose(g.astype("float64"), w.astype("float64"), rtol=rtol, atol=atol,
                                equal_nan=True):
                 return False
         elif not np.array_equal(g, w):
@@ -270,9 +273,6 @@ def _agree(got: list[np.ndarray], want: list[np.ndarray]) -> bool:
 
 def model_case(family: str, seed: int, workdir: str) -> tuple[str, str]:
     import onnx
-
-    import ember
-    from ember.errors import EmberError
 
     rng = np.random.default_rng(seed)
     bases = base_models()
@@ -292,14 +292,25 @@ def model_case(family: str, seed: int, workdir: str) -> tuple[str, str]:
     path = os.path.join(workdir, f"case{seed}.onnx")
     with open(path, "wb") as out:
         out.write(data)
+    return compile_and_compare(path, data, rng, parsed=model is not None,
+                               cache=os.path.join(workdir, "cache"))
+
+
+def compile_and_compare(model: Any, data: bytes, rng: np.random.Generator, parsed: bool = True,
+                        **options: Any) -> tuple[str, str]:
+    """Compile `model` (`data`: its bytes) with ember.compile(**options), run it on seeded
+    inputs and compare with onnxruntime: the outcome and its detail."""
+    import ember
+    from ember.errors import EmberError
+
     try:
-        compiled = ember.compile(path, cache=os.path.join(workdir, "cache"))
+        compiled = ember.compile(model, **options)
         feeds = {spec.name: (rng.standard_normal(shape) * 3).astype(dtype)
                  for spec in compiled.inputs for shape, dtype in [_input_type(spec)]}
         got = compiled.run(feeds)
     except EmberError as error:
         return "ember_error", f"{type(error).__name__}: {error}"[:300]
-    if model is None:
+    if not parsed:
         return "accepted", "ember ran bytes onnx cannot parse"
     want = _reference(data, feeds)
     if want is None:
@@ -323,6 +334,59 @@ def _masked(a: list[np.ndarray], b: list[np.ndarray]) -> list[np.ndarray]:
             continue
         out.append(np.where(np.isnan(x) | np.isnan(y), np.nan, x))
     return out
+
+
+def half_model() -> Any:
+    """A float16 elementwise net: the code paths AVX512-FP16 changes."""
+    from onnx import TensorProto as T
+    from onnx import helper as h
+
+    vi = h.make_tensor_value_info
+    graph = h.make_graph([h.make_node("Add", ["x", "x"], ["a"], name="add"),
+                          h.make_node("Mul", ["a", "x"], ["m"], name="mul"),
+                          h.make_node("Relu", ["m"], ["y"], name="relu")], "half",
+                         [vi("x", T.FLOAT16, [4, 16])], [vi("y", T.FLOAT16, [4, 16])])
+    return h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+
+
+# target strings: CPUs (this one, others with more or fewer features, 32-bit ones, unknown),
+# features on and off, options and triples; each must compile and match, or be refused
+_CPUS = ["", "", "znver4", "x86-64", "x86-64-v2", "x86-64-v3", "x86-64-v4", "sapphirerapids",
+         "graniterapids", "skylake-avx512", "icelake-server", "haswell", "i386", "pentium4",
+         "generic", "nonsense", "cortex-a72"]
+_FEATURES = ["+avx512fp16", "-avx512f", "-avx2", "-avx", "+amx-tile", "-fma", "+avx512bf16",
+             "-sse4.2", "-sse2", "-sse", "+sse4a", "+avxvnni", "-avx512bw", "+avx512vnni",
+             "+bogus", "-x87", "avx2", "+"]
+_OPTIONS = ["-num-cores=1", "-num-cores=3", "-num-cores=0", "-num-cores=-1",
+            "-num-cores=99999999999", "-fast-math", "-opt-level=1", "-opt-level=9",
+            "-mtriple=x86_64-linux-gnu", "-mtriple=aarch64-linux-gnu", "-mtriple=i686-linux-gnu",
+            "-mtriple=nonsense", "-foo=bar", "-mcpu", "--mcpu=znver4"]
+
+
+def random_target(rng: np.random.Generator) -> str:
+    """A target string from the lists above (sometimes not even well-formed)."""
+    parts = ["llvm" if rng.random() < 0.85 else str(rng.choice(["c", "wasm", "nonsense"]))]
+    cpu = str(rng.choice(_CPUS))
+    if cpu:
+        parts.append(f"-mcpu={cpu}")
+    if rng.random() < 0.5:
+        count = int(rng.integers(1, 4))
+        parts.append("-mattr=" + ",".join(str(f) for f in rng.choice(_FEATURES, count)))
+    if rng.random() < 0.4:
+        parts.append(str(rng.choice(_OPTIONS)))
+    return " ".join(parts)
+
+
+def target_case(seed: int, workdir: str) -> tuple[str, str]:
+    """A base model compiled for a random target string and run here: it must match
+    onnxruntime or be refused with an EmberError (code this CPU cannot run is refused too)."""
+    rng = np.random.default_rng(seed)
+    models = base_models() + [half_model()]
+    model = models[int(rng.integers(0, len(models)))]
+    target = random_target(rng)
+    outcome, detail = compile_and_compare(model, model.SerializeToString(), rng, target=target,
+                                          cache=os.path.join(workdir, "cache"))
+    return outcome, f"target {target!r}: {detail}"[:400]
 
 
 def run_call_case(seed: int, workdir: str, state: dict[str, Any]) -> tuple[str, str]:
@@ -411,6 +475,73 @@ def library_case(seed: int, workdir: str, state: dict[str, Any]) -> tuple[str, s
     return "mismatch", "a damaged library loaded and ran"
 
 
+def cache_case(seed: int, workdir: str, state: dict[str, Any]) -> tuple[str, str]:
+    """A base model compiled from a kernel cache whose entries were damaged (bytes flipped,
+    cut, emptied, swapped between kernels, or replaced by another kernel's object or by
+    garbage under a recomputed digest): it must rebuild what it cannot trust and match
+    onnxruntime, or fail with an EmberError."""
+    import shutil
+
+    from ember.lowering import cache as kernel_cache
+
+    rng = np.random.default_rng(seed)
+    models = base_models()
+    index = int(rng.integers(0, len(models)))
+    pristine = os.path.join(workdir, f"pristine-cache{index}")
+    if pristine not in state:
+        import ember
+
+        ember.compile(models[index], cache=pristine)
+        state[pristine] = sorted(kernel_cache.KernelCache(pristine).entries())
+    entries: list[Any] = state[pristine]
+    root = os.path.join(workdir, f"damaged-cache{seed}")
+    shutil.rmtree(root, ignore_errors=True)
+    shutil.copytree(pristine, root)
+    damaged = [os.path.join(root, os.path.relpath(e, pristine)) for e in entries]
+    for _ in range(int(rng.integers(1, 3))):
+        _damage_entry(damaged, rng)
+    try:
+        return compile_and_compare(models[index], models[index].SerializeToString(), rng,
+                                   cache=root)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _damage_entry(paths: list[str], rng: np.random.Generator) -> None:
+    """One kind of damage to one of the cache entries at `paths`."""
+    from ember.lowering import cache as kernel_cache
+
+    path = paths[int(rng.integers(0, len(paths)))]
+    other = paths[int(rng.integers(0, len(paths)))]
+    with open(path, "rb") as file:
+        data = bytearray(file.read())
+    header = len(kernel_cache.MAGIC) + 32
+    key = os.path.basename(path)[:-len(".obj")]
+    choice = int(rng.integers(0, 7))
+    if not data:
+        choice = 3  # emptied already: another kernel's entry goes there
+    if choice == 0:  # flipped bytes anywhere
+        for at in rng.integers(0, len(data), int(rng.integers(1, 8))):
+            data[int(at)] ^= int(rng.integers(1, 256))
+    elif choice == 1:  # cut short
+        data = data[:int(rng.integers(0, len(data)))]
+    elif choice == 2:  # emptied
+        data = bytearray()
+    elif choice == 3:  # another kernel's entry as it is
+        with open(other, "rb") as file:
+            data = bytearray(file.read())
+    else:  # a payload under this key's own, recomputed digest: the digest cannot tell
+        with open(other, "rb") as file:
+            payload = file.read()[header:]
+        if choice == 5:
+            payload = rng.bytes(int(rng.integers(1, 4096)))
+        elif choice == 6:
+            payload = payload[:int(rng.integers(0, max(1, len(payload))))]
+        data = bytearray(kernel_cache.MAGIC + kernel_cache._digest(key, payload) + payload)
+    with open(path, "wb") as out:
+        out.write(bytes(data))
+
+
 def run_case(family: str, seed: int, workdir: str, state: dict[str, Any]) -> tuple[str, str]:
     try:
         if family == "selftest_crash":  # the harness's own check: a segfault is a death
@@ -423,6 +554,10 @@ def run_case(family: str, seed: int, workdir: str, state: dict[str, Any]) -> tup
             return run_call_case(seed, workdir, state)
         if family == "library":
             return library_case(seed, workdir, state)
+        if family == "target":
+            return target_case(seed, workdir)
+        if family == "cache":
+            return cache_case(seed, workdir, state)
         return model_case(family, seed, workdir)
     except Exception as error:  # noqa: BLE001 (the point: anything but an EmberError)
         where = traceback.extract_tb(error.__traceback__)[-1]
@@ -499,7 +634,7 @@ def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--worker":
         worker_main()
         return 0
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n")[:2]))
     parser.add_argument("--minutes", type=float, default=None, help="run for this long")
     parser.add_argument("--cases", type=int, default=300, help="cases (without --minutes)")
     parser.add_argument("--seed", type=int, default=0)

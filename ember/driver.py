@@ -148,43 +148,48 @@ def compile(model: Any, target: str | Target = "llvm", opt_level: int = 3,
             tuning_db: str | os.PathLike[str] | None = None,
             example_inputs: Sequence[Any] | None = None) -> CompiledModel | SpecializedModel:
     """Compile a model (path, onnx.ModelProto, torch.nn.Module or ember Graph) into a
-    runnable CompiledModel.
+    runnable CompiledModel::
 
         model = ember.compile("mobilenet.onnx")
         (probs,) = model(x)
         model = ember.compile(net.eval(), example_inputs=(torch.randn(1, 3, 224, 224),))
 
-    model: a path to an .onnx file, an onnx.ModelProto, a torch.nn.Module (with
-        `example_inputs`) or an ember Graph.
-    target: a target string or Target ("llvm" = this CPU; e.g. "llvm -mcpu=znver4",
-        "llvm -num-cores=4"; GPU kinds "cuda", "rocm", "opencl", "metal"). CPU and
-        feature names are checked against LLVM's lists (`ember target --list-cpus`).
-    opt_level: 0 (one kernel per op) to 3 (all graph passes, blocked layouts; default).
-    input_shapes: static shapes for inputs with symbolic dims, {"input": (1, 3, 224, 224)};
-        dims must be ints >= 0.
-    cache: True (the kernel cache in EMBER_CACHE_DIR, else ~/.cache/ember), False (none),
-        a directory, or a KernelCache. Entries are checked before use and rebuilt if bad.
-    jobs: worker processes compiling kernels (default: the CPUs this process may use;
-        1, or inside a daemonic process: compile here).
-    progress: a progress bar on stderr (default: when stderr is a terminal and there are
-        many kernels).
-    prepack: compute the weight-only stages of the kernels (packed panels, transposed
-        weights) once here instead of on every run (default: on unless EMBER_PREPACK=0).
-    knobs: the schedules' choices: a mapping from fused group name to Knobs, or a
-        function (group, task) -> Knobs | None (None: the default); the knobs each group
-        ran with are in `model.stats["knobs"]`.
-    tuning_db: a tuning database whose best record for each group's task on this target
-        supplies the group's knobs (groups without one, or given by `knobs`, keep their
-        default or given knobs).
-    example_inputs: for a torch.nn.Module, the tensors it is traced with (their shapes are
-        the compiled model's input shapes).
+    Args:
+        model: a path to an .onnx file, an onnx.ModelProto, a torch.nn.Module (with
+            `example_inputs`) or an ember Graph.
+        target: a target string or Target ("llvm" = this CPU; e.g. "llvm -mcpu=znver4",
+            "llvm -num-cores=4"; GPU kinds "cuda", "rocm", "opencl", "metal"). CPU and
+            feature names are checked against LLVM's lists (`ember target --list-cpus`);
+            code for features this CPU lacks is refused (export it instead).
+        opt_level: 0 (one kernel per op) to 3 (all graph passes, blocked layouts; default).
+        input_shapes: static shapes for inputs with symbolic dims,
+            {"input": (1, 3, 224, 224)}; dims must be ints >= 0.
+        cache: True (the kernel cache in EMBER_CACHE_DIR, else ~/.cache/ember), False
+            (none), a directory, or a KernelCache. Entries are checked before use and
+            rebuilt if bad.
+        jobs: worker processes compiling kernels (default: the CPUs this process may use;
+            1, or inside a daemonic process: compile here).
+        progress: a progress bar on stderr (default: when stderr is a terminal and there
+            are many kernels).
+        prepack: compute the weight-only stages of the kernels (packed panels, transposed
+            weights) once here instead of on every run (default: on unless EMBER_PREPACK=0).
+        knobs: the schedules' choices: a mapping from fused group name to Knobs, or a
+            function (group, task) -> Knobs | None (None: the default); the knobs each
+            group ran with are in `model.stats["knobs"]`.
+        tuning_db: a tuning database whose best record for each group's task on this
+            target supplies the group's knobs (groups without one, or given by `knobs`,
+            keep their default or given knobs).
+        example_inputs: for a torch.nn.Module, the tensors it is traced with (their shapes
+            are the compiled model's input shapes).
 
-    An ONNX model whose shapes are decided at run time (input dims that `input_shapes` leave
-    symbolic or unknown, a Reshape's shape computed from input data, an If's condition)
-    gives a SpecializedModel instead: it compiles per distinct shape decision at run time
-    and caches (ember.specialize).
+    Returns:
+        A CompiledModel; an ONNX model whose shapes are decided at run time (input dims
+        that `input_shapes` leave symbolic or unknown, a Reshape's shape computed from input
+        data, an If's condition) gives a SpecializedModel instead: it compiles per distinct
+        shape decision at run time and caches (ember.specialize).
 
-    Bad input raises an EmberError subclass naming what was wrong and where.
+    Raises:
+        EmberError: bad input, as a subclass naming what was wrong and where.
     """
     tgt = resolve_target(target)
     if tuning_db is not None:

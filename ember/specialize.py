@@ -29,7 +29,8 @@ from typing import Any, Callable
 import numpy as np
 
 from ember.errors import ArgumentError, ShapeError
-from ember.frontend.onnx import UnsupportedModelError, import_onnx, load_model
+from ember.frontend.onnx import UnsupportedModelError, check_model, import_onnx, load_model
+
 from ember.frontend.onnx_dynamic import HOST_OPS
 from ember.frontend.onnx_fold import attribute_value
 from ember.frontend.onnx_sequence import Layout, flatten_feed, is_tensor_type, unflatten
@@ -112,7 +113,7 @@ class SpecializedModel:
     def __init__(self, model: Any, compile_graph: Compiler,
                  input_shapes: Mapping[str, Sequence[int]] | None = None,
                  max_programs: int = MAX_PROGRAMS) -> None:
-        self.model = load_model(model)
+        self.model = check_model(load_model(model))  # a broken model fails here, not at run
         self.max_programs = max(1, int(max_programs))
         self.compile_graph = compile_graph
         initializers = {t.name for t in self.model.graph.initializer}

@@ -65,7 +65,7 @@ _ARMV82_CPUS = ("cortex-a55", "cortex-a75", "cortex-a76", "neoverse-n1", "apple-
 _DEPENDENT_FEATURES = {"avx512f": ("avx512",), "avx": ("avx", "fma", "f16c"),
                        "avx2": ("avx2", "avx512"), "neon": ("dotprod", "i8mm", "sve")}
 
-# named portable targets: build on any machine, run on every machine of the kind
+#: named portable targets: build on any machine, run on every machine of the kind
 PRESETS: dict[str, str] = {
     "x86-64": "llvm -mtriple=x86_64-linux-gnu -mcpu=x86-64",
     "x86-64-v2": "llvm -mtriple=x86_64-linux-gnu -mcpu=x86-64-v2",

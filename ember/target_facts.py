@@ -164,7 +164,7 @@ def target_facts(target: Target) -> TargetFacts:
 
 @functools.cache
 def _facts(spec: str, host: bool) -> TargetFacts:
-    from ember.target import Target, _feature_state
+    from ember.target import _DEPENDENT_FEATURES, Target, _feature_state
 
     target = Target(spec)
     arch = _arch_family(target.triple)
@@ -175,6 +175,9 @@ def _facts(spec: str, host: bool) -> TargetFacts:
         named.add("simd128")
     if arch == "arm" and target.triple.startswith(("aarch64", "arm64")):
         named.add("neon")  # AArch64 always has Advanced SIMD
+    for base, dependents in _DEPENDENT_FEATURES.items():
+        if base in disabled:  # as in LLVM: -avx512f turns off every AVX-512 extension
+            disabled |= {e for e in EXTENSIONS if e.startswith(dependents) and e not in enabled}
     extensions = frozenset(e for e in EXTENSIONS if e in (enabled | named) and e not in disabled)
     vector_bits = target.vector_bits
     units, bits = _FMA.get(cpu, (0, 0))

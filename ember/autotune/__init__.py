@@ -1,6 +1,6 @@
 """Auto-tuning: extract a model's tasks, search each schedule's knob space with a learned cost
 model, measure candidates safely in worker processes, keep every measurement in a tuning
-database, and let `ember.compile(..., tuning_db=...)` apply the best.
+database, and let `ember.compile(..., tuning_db=...)` apply the best::
 
     tasks = ember.autotune.extract_tasks("resnet18.onnx", "llvm")
     with ember.autotune.TuningDatabase("tune.sqlite") as db:

@@ -15,7 +15,7 @@ from typing import Any
 import llvmlite.binding as llvm
 
 from ember.codegen.llvm import codegen_llvm
-from ember.codegen.llvm_target import check_llvm_target
+from ember.codegen.llvm_target import check_llvm_target, check_runs_here
 from ember.errors import CodegenError
 from ember.codegen.pool import register_pool
 from ember.runtime import threadpool
@@ -58,6 +58,8 @@ def target_machine(target: Target, jit: bool = False) -> llvm.TargetMachine:
     if target.kind not in ("llvm", "wasm", "cuda", "rocm"):
         raise CodegenError(f"target '{target}' is not generated through LLVM")
     check_llvm_target(target)  # an unknown CPU can end the process inside LLVM
+    if jit:
+        check_runs_here(target)  # code for a CPU with more than this one's would die here
     if target.is_host:
         _initialize_native()
     else:

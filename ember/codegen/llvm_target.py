@@ -8,6 +8,12 @@ feature only warns and compiles for something else. So every CPU and feature a u
 checked against the lists LLVM prints for `-mcpu=help`, which llvmlite does not expose as data:
 a child process asks LLVM for them once per triple and LLVM version, and the answer is kept in
 memory and in the cache directory.
+
+Known names can still combine into a machine LLVM cannot generate code for, and LLVM says so
+with a fatal error too: a 32-bit CPU for a 64-bit triple (`-mcpu=i386`), x86-64 without SSE
+(`-mattr=-sse`: "SSE register return with SSE disabled"). So each distinct CPU and feature
+list is first compiled once in a child process (a probe module with the scalar, vector, half
+and libm-call code kernels contain); its failure becomes a TargetError with LLVM's message.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ember.errors import TargetError
+from ember.runtime import cpu as host_cpu
 from ember.target import Target
 
 # kinds whose -mcpu/-mattr go to an LLVM target machine
@@ -89,14 +96,26 @@ def llvm_target_info(triple: str) -> TargetInfo | None:
 
 
 def check_llvm_target(target: Target) -> Target:
-    """Raise TargetError unless LLVM knows the target's -mcpu and every -mattr feature."""
+    """Raise TargetError unless LLVM knows the target's -mcpu and every -mattr feature, and
+    (probed once in a child process) can generate code for its triple, CPU and features."""
     cpu = target.mcpu or (target.option("arch") if target.kind == "cuda" else "")
-    if target.kind not in LLVM_KINDS or not (cpu or target.mattr):
+    if target.kind not in LLVM_KINDS or not (cpu or target.mattr or target.mtriple):
         return target
     _check_triple_known(target)
-    info = llvm_target_info(target.triple)
+    _check_names(target, cpu)
+    if target.kind in ("llvm", "wasm"):
+        failure = probe_failure(target.llvm_triple, target.cpu, ",".join(target.features))
+        if failure:
+            raise TargetError(f"target '{target}': LLVM cannot generate code for this "
+                              f"triple, CPU and features ({failure})")
+    return target
+
+
+def _check_names(target: Target, cpu: str) -> None:
+    """TargetError unless LLVM's lists for the triple have the CPU and each feature."""
+    info = llvm_target_info(target.triple) if cpu or target.mattr else None
     if info is None:
-        return target
+        return
     if cpu and cpu not in info.cpus:
         raise TargetError(f"target '{target}': LLVM does not know CPU {cpu!r} for "
                           f"triple '{target.triple}'; {_suggest(cpu, info.cpus)}"
@@ -107,7 +126,104 @@ def check_llvm_target(target: Target) -> Target:
                               f"for triple '{target.triple}'; "
                               f"{_suggest(feature[1:], info.features)}"
                               "`ember target --list-features` lists them")
-    return target
+
+
+# a module with what kernels contain: float, double and half arithmetic, vectors, FMAs,
+# float returns and a libm call (the code paths a feature set without SSE or FPU breaks)
+_PROBE_IR = """
+declare float @llvm.exp.f32(float)
+declare <8 x float> @llvm.fma.v8f32(<8 x float>, <8 x float>, <8 x float>)
+define float @probe_float(float %a, float %b) {
+  %s = fadd float %a, %b
+  %e = call float @llvm.exp.f32(float %s)
+  ret float %e
+}
+define double @probe_double(double %a, i64 %n) {
+  %f = sitofp i64 %n to double
+  %m = fmul double %a, %f
+  ret double %m
+}
+define half @probe_half(half %a, half %b) {
+  %p = fmul half %a, %b
+  ret half %p
+}
+define i32 @probe_vector(ptr %out, ptr %in, <8 x float> %c) {
+  %v = load <8 x float>, ptr %in, align 4
+  %r = call <8 x float> @llvm.fma.v8f32(<8 x float> %v, <8 x float> %v, <8 x float> %c)
+  store <8 x float> %r, ptr %out, align 4
+  %h = fptrunc <8 x float> %r to <8 x half>
+  %q = getelementptr i8, ptr %out, i64 64
+  store <8 x half> %h, ptr %q, align 2
+  ret i32 0
+}
+"""
+_PROBE_SCRIPT = """
+import sys
+import llvmlite.binding as llvm
+llvm.initialize_all_targets()
+llvm.initialize_all_asmprinters()
+machine = llvm.Target.from_triple(sys.argv[1]).create_target_machine(
+    cpu=sys.argv[2], features=sys.argv[3], opt=2, reloc="pic")
+module = llvm.parse_assembly(sys.stdin.read())
+module.triple = sys.argv[1]
+module.data_layout = str(machine.target_data)
+machine.emit_object(module)
+print("ok")
+"""
+
+
+@functools.cache
+def probe_failure(triple: str, cpu: str, features: str) -> str:
+    """LLVM's message if it cannot generate code for this CPU and feature list (found in a
+    child process, since LLVM ends the process that tries); '' when it can. Kept per LLVM
+    version in memory and in the cache directory."""
+    import hashlib
+
+    import llvmlite
+
+    name = hashlib.sha256(f"{triple}\0{cpu}\0{features}".encode()).hexdigest()[:24]
+    cache_file = _cache_dir() / f"llvm{llvmlite.__version__}-probe-{name}.json"
+    try:
+        return str(json.loads(cache_file.read_text())["failure"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    try:
+        done = subprocess.run([sys.executable, "-c", _PROBE_SCRIPT, triple, cpu, features],
+                              input=_PROBE_IR, capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.SubprocessError):
+        return ""  # no child to ask: compile as before
+    if done.returncode == 0 and done.stdout.strip() == "ok":
+        failure = ""
+    else:
+        lines = [line.strip() for line in done.stderr.splitlines()
+                 if line.strip() and not line.startswith((" ", "Traceback"))]
+        failure = lines[-1] if lines else f"the compiler exited with status {done.returncode}"
+        failure = failure[failure.find("Assertion"):] if "Assertion" in failure else failure
+    _write_json(cache_file, {"failure": failure})
+    return failure
+
+
+def required_features(target: Target) -> list[str]:
+    """The features code for `target` may use that a CPU's Linux flags can show: -mattr's and
+    the CPU level's (`Target.code_features`) with the named CPU's extensions (AVX512-FP16,
+    AMX, VNNI: `Target.facts`), less what -mattr turns off."""
+    table = host_cpu.LINUX_FLAGS.get(host_cpu.family(target.triple.split("-")[0]), {})
+    named = set(target.code_features) | set(target.facts.extensions)
+    return sorted(f for f in named if f in table)
+
+
+def check_runs_here(target: Target) -> None:
+    """Raise TargetError if code for `target` (a host triple) may use instructions this CPU
+    lacks: in-process code would die on its first illegal instruction (SIGILL), so such a
+    target is for `export_library` / `emit_object` to another machine, never for the JIT.
+    EMBER_CPU_CHECK=0 skips the check (a kernel that does not report a flag the CPU has)."""
+    if os.environ.get("EMBER_CPU_CHECK", "1").strip() in ("0", "false", "no"):
+        return
+    missing = host_cpu.missing_features(target.triple.split("-")[0], required_features(target))
+    if missing:
+        raise TargetError(f"target '{target}' uses {', '.join(missing)}, which this CPU lacks: "
+                          "its code cannot run in this process; compile for target='llvm' "
+                          "(this CPU), or export it for the CPU it names (ember.export_library)")
 
 
 def _check_triple_known(target: Target) -> None:

@@ -139,12 +139,35 @@ def import_onnx(model: ModelProto | str | bytes | os.PathLike[str],
     sequence or optional output is flattened into the graph's outputs, in order; the layouts
     say how to regroup them. A sequence input's input_shapes entry lists its elements'
     shapes; an optional input's is None (empty) or its element's."""
-    proto = load_model(model)
-    _check_text(proto.graph)
-    _check(proto)
-    proto = _upgrade(proto)
+    proto = _upgrade(check_model(load_model(model)))
+
     return _Importer(proto, dict(input_shapes or {}), dict(constant_inputs or {}),
                      outputs, evaluate).run()
+
+
+def check_model(proto: ModelProto) -> ModelProto:
+    """`proto` if it is a well-formed ONNX model (text names, the ONNX checker, tensor graph
+    inputs of a supported element type), else a clear error: what from_onnx checks first, for
+    callers that import later (shape specialization imports at the first run)."""
+    _check_text(proto.graph)
+    for kind, values in (("input", proto.graph.input), ("output", proto.graph.output)):
+        for index, vi in enumerate(values):  # the checker's message names neither
+            if vi.type.WhichOneof("value") is None:
+                raise ModelError(f"graph {kind} {index} '{vi.name}' has no type; the ONNX "
+                                 "spec requires one (a tensor type: element type and shape)")
+    _check(proto)
+    initializers = {t.name for t in proto.graph.initializer}
+    for index, vi in enumerate(proto.graph.input):
+        if vi.name in initializers:
+            continue
+        kind = vi.type.WhichOneof("value")
+        if kind in ("sequence_type", "optional_type"):
+            continue        # containers: their elements are checked when they are flattened
+        if kind != "tensor_type":
+            raise UnsupportedOpError(f"graph input {index} '{vi.name}': only tensor, sequence "
+                                     f"and optional inputs are supported, got a {kind}")
+        onnx_dtype(vi.type.tensor_type.elem_type, f"graph input '{vi.name}'")
+    return proto
 
 
 def _upgrade(model: ModelProto) -> ModelProto:

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ember.codegen.llvm_target import required_features
 from ember.errors import ArgumentError, EmberError
 from ember.runtime import cpu, library
 from ember.target import Target
@@ -185,13 +186,6 @@ def metadata(plan: Any, target: Target) -> dict[str, Any]:
             "compiler": compiler_version(), "target": str(target), "triple": target.triple,
             "cpu": target.cpu, "features": list(target.code_features),
             "requires": required_features(target), "plan": json.loads(plan.to_json())}
-
-
-def required_features(target: Target) -> list[str]:
-    """The target's code features that a CPU's Linux flags can show (the loader refuses a
-    CPU without one of them)."""
-    table = cpu.LINUX_FLAGS.get(cpu.family(target.triple.split("-")[0]), {})
-    return [f for f in target.code_features if f in table]
 
 
 def data_assembly(constant_bytes: int, metadata_bytes: int, sizes: Sequence[int] = ()) -> str:

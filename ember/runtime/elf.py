@@ -110,6 +110,8 @@ def read_elf(data: bytes, what: str) -> Elf:
     if data[4] not in _LAYOUTS or data[5] != 1:
         raise fail("not a little-endian 32- or 64-bit ELF file")
     lay = _LAYOUTS[data[4]]
+    if len(data) < lay.counts_at + 6:  # a 64-bit header is 64 bytes, more than the 52 above
+        raise fail("its ELF header is cut short")
     etype, machine = struct.unpack_from("<HH", data, 16)
     shoff, = struct.unpack_from(lay.shoff, data, lay.shoff_at)
     shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, lay.counts_at)

@@ -105,22 +105,27 @@ class CompiledModel:
     # names -------------------------------------------------------------------------------
     @property
     def inputs(self) -> tuple[TensorSpec, ...]:
+        """The inputs' specs (name, shape, dtype), in graph-input order."""
         return self.plan.inputs
 
     @property
     def outputs(self) -> tuple[TensorSpec, ...]:
+        """The outputs' specs (name, shape, dtype), in graph-output order."""
         return self.plan.outputs
 
     @property
     def input_names(self) -> list[str]:
+        """The inputs' names, in graph-input order."""
         return [s.name for s in self.plan.inputs]
 
     @property
     def output_names(self) -> list[str]:
+        """The outputs' names, in graph-output order."""
         return [s.name for s in self.plan.outputs]
 
     @property
     def workspace_bytes(self) -> int:
+        """Bytes of the one scratch buffer every run uses."""
         return self.plan.workspace_bytes
 
     def constant_bytes(self) -> np.ndarray:
@@ -154,6 +159,7 @@ class CompiledModel:
         return outputs
 
     def __call__(self, *arrays: Any) -> list[np.ndarray]:
+        """`model(x, y)`: `run` with the inputs by position."""
         return self.run(list(arrays))
 
     def _read(self, slot: Slot, inputs: list[np.ndarray], outputs: list[np.ndarray],

@@ -118,3 +118,32 @@ def test_names_that_are_not_text() -> None:
     data = m.SerializeToString().replace(b"\x1a\x01r", b"\x1a\x01\xff")  # node name "r"
     with pytest.raises(ModelError, match="node 0 \\('Relu'\\) has a name.*not valid UTF-8"):
         _compile(onnx.load_from_string(data))
+
+
+# models whose shapes are decided at run time (ember.compile returns a SpecializedModel):
+# the broken ones are refused by compile, as static ones are, not accepted until a run
+def test_specialized_model_with_an_undefined_input_fails_at_compile() -> None:
+    m = model([h.make_node("Relu", ["z"], ["y"], name="relu")], [vi("x", T.FLOAT, ["n", 4])],
+              [vi("y", T.FLOAT, ["n", 4])])
+    with pytest.raises(ModelError, match="node 'relu' \\(Relu\\): input 'z' is not defined"):
+        _compile(m)
+
+
+def test_graph_input_without_a_type_fails_at_compile() -> None:
+    typeless = onnx.ValueInfoProto(name="x")
+    m = model([h.make_node("Relu", ["x"], ["y"])], [vi("x", T.FLOAT, [2])],
+              [vi("y", T.FLOAT, [2])])
+    m.graph.input[0].CopyFrom(typeless)
+    with pytest.raises(ModelError, match="graph input 0 'x' has no type; the ONNX spec "
+                                         "requires one"):
+        _compile(m)
+
+
+def test_graph_input_of_undefined_element_type_fails_at_compile() -> None:
+    from ember.errors import UnsupportedOpError
+
+    m = model([h.make_node("Relu", ["x"], ["y"])], [vi("x", T.UNDEFINED, ["n"])],
+              [vi("y", T.FLOAT, ["n"])])
+    with pytest.raises(UnsupportedOpError, match="graph input 'x': data type UNDEFINED is not "
+                                                 "supported"):
+        _compile(m)
