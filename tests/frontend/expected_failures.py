@@ -202,8 +202,6 @@ EXPECTED_FAILURES: dict[str, tuple[str, ...]] = {
         'test_einsum_sum_bfloat16',
         'test_einsum_transpose_bfloat16',
         'test_onehot_with_bfloat16_values',
-        'test_range_bfloat16_type_positive_delta',
-        'test_range_bfloat16_type_positive_delta_expanded',
         'test_reversesequence_bfloat16',
     ),
     'data type string is not supported': (
