@@ -152,16 +152,20 @@ def test_records_of_another_target_fingerprint_are_ignored(model, tasks, tmp_pat
     from ember.autotune.lowering import knob_task
 
     heavy = next(t for t in tasks if t.family == "ConvKnobs" and t.weight == 2)
-    point = next(p for p in heavy.space().points() if p != heavy.default_point())
+    there = knob_task(heavy.group, Target(other))
+    # the other target's own default (its facts may choose another tile than the host's)
+    theirs = type(heavy.default()).default(there).to_dict()
+    default_there = {k: theirs[k] for k in heavy.default_point()}
+    point = next(p for p in heavy.space().points()
+                 if p not in (heavy.default_point(), default_there))
     assert Target(other).fingerprint != Target(TARGET).fingerprint
     with TuningDatabase(tmp_path / "db.sqlite") as db:
-        for knobs, cost in ((heavy.default_point(), 1e-3), (point, 1e-6)):
+        for knobs, cost in ((default_there, 1e-3), (point, 1e-6)):
             db.add(Record(heavy.key, heavy.family, heavy.description, other,
                           Target(other).fingerprint, knobs, (cost,), None, None, "test",
                           time.time()))
         assert database_knobs(db, TARGET)(heavy.group, knob_task(heavy.group,
                                                                  Target(TARGET))) is None
-        there = knob_task(heavy.group, Target(other))
         chosen = database_knobs(db, other)(heavy.group, there)
         assert chosen is not None and {k: chosen.to_dict()[k] for k in point} == point
     compiled = ember.compile(model, target=TARGET, tuning_db=tmp_path / "db.sqlite",
