@@ -99,11 +99,9 @@ def test_matmul_integer_full_range():
     a = RNG.integers(0, 256, (4, 7)).astype(U8)
     b = RNG.integers(-128, 128, (7, 5)).astype(I8)
     bz = np.array([1, -2, 0, 5, 7], I8)
-    graph = h.make_graph([h.make_node("MatMulInteger", ["a", "b", "az", "bz"], ["y"])], "q",
-                         [info("a", a), info("b", b)],
-                         [h.make_tensor_value_info("y", T.INT32, [4, 5])],
-                         [nh.from_array(np.array(3, U8), "az"), nh.from_array(bz, "bz")])
-    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 13)])
+    model = _model(h.make_node("MatMulInteger", ["a", "b", "az", "bz"], ["y"]),
+                   {"a": a, "b": b}, {"az": np.array(3, U8), "bz": bz}, T.INT32, [4, 5],
+                   opset=13)
     (got,) = ember.compile(model).run({"a": a, "b": b})
     want = (a.astype(np.int32) - 3) @ (b.astype(np.int32) - bz.astype(np.int32))
     np.testing.assert_array_equal(got, want)

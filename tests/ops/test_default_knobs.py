@@ -191,15 +191,25 @@ def conv_reference(x: np.ndarray, w: np.ndarray, pad: int) -> np.ndarray:
     return out
 
 
+CONV_ATTRS = {"kernel_shape": (3, 3), "pads": (1, 1, 1, 1), "algorithm": "direct"}
+
+
+def _conv_case():
+    """A blocked 3x3 conv: its input, packed weights and (task, knob family) on the host."""
+    x, w = rand(1, 16, 6, 7), rand(16, 16, 3, 3)
+    arrays = [to_blocked(x, 8), pack_direct(w, 8, 8)]
+    return x, w, arrays, task_of("ConvNCHWc", arrays, CONV_ATTRS, "llvm")
+
+
+def _dense_case():
+    a, b = rand(20, 16), rand(16, 40)
+    return a, b, task_of("MatMul", [a, b], {}, "llvm")
+
+
 def test_targets_facts_choose_other_defaults() -> None:
     """A 512-bit target with 32 registers and a 256-bit one with 16 choose other conv and
     dense tiles for the same task (whatever the host is)."""
-    x, w = rand(1, 16, 6, 7), rand(16, 16, 3, 3)
-    attrs = {"kernel_shape": (3, 3), "pads": (1, 1, 1, 1), "algorithm": "direct"}
-    conv, conv_family = task_of("ConvNCHWc", [to_blocked(x, 8), pack_direct(w, 8, 8)], attrs,
-                                "llvm")
-    dense, dense_family = task_of("MatMul", [rand(20, 16), rand(16, 40)], {}, "llvm")
-    for task, family in ((conv, conv_family), (dense, dense_family)):
+    for task, family in (_conv_case()[-1], _dense_case()[-1]):
         wide, narrow = (family.default(Task(task.outs, Target(OTHERS[cpu]), task.op,
                                             task.attrs))
                         for cpu in ("sapphirerapids", "skylake"))
@@ -208,19 +218,15 @@ def test_targets_facts_choose_other_defaults() -> None:
 
 @pytest.mark.parametrize("cpu", ["sapphirerapids", "skylake", "x86-64-v2"])
 def test_another_targets_conv_default_runs_right_on_the_host(cpu: str) -> None:
-    x, w = rand(1, 16, 6, 7), rand(16, 16, 3, 3)
-    arrays = [to_blocked(x, 8), pack_direct(w, 8, 8)]
-    attrs = {"kernel_shape": (3, 3), "pads": (1, 1, 1, 1), "algorithm": "direct"}
-    task, family = task_of("ConvNCHWc", arrays, attrs, "llvm")
+    x, w, arrays, (task, family) = _conv_case()
     other = family.default(Task(task.outs, Target(OTHERS[cpu]), task.op, task.attrs))
-    out = from_blocked(run_op("ConvNCHWc", arrays, attrs, knobs=other)[0])
+    out = from_blocked(run_op("ConvNCHWc", arrays, CONV_ATTRS, knobs=other)[0])
     np.testing.assert_allclose(out, conv_reference(x, w, 1), rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("cpu", ["sapphirerapids", "skylake", "x86-64-v2"])
 def test_another_targets_dense_default_runs_right_on_the_host(cpu: str) -> None:
-    a, b = rand(20, 16), rand(16, 40)
-    task, family = task_of("MatMul", [a, b], {}, "llvm")
+    a, b, (task, family) = _dense_case()
     other = family.default(Task(task.outs, Target(OTHERS[cpu]), task.op, task.attrs))
     out = run_op("MatMul", [a, b], {}, constant=(1,), knobs=other)[0]
     np.testing.assert_allclose(out, a @ b, rtol=1e-4, atol=1e-4)
