@@ -3,6 +3,7 @@ kernel caches, random target strings.
 
     python benchmarks/fuzz.py --minutes 30          # the long run; counts per outcome
     python benchmarks/fuzz.py --cases 300 --seed 0  # a fixed, short run (as CI does)
+    python benchmarks/fuzz.py --family target --case 505002393   # replay one case
 
 Each case is a (family, seed) pair; a worker process runs cases one after another and
 reports each outcome on a pipe, so a case that kills the process (a segfault, an LLVM fatal
@@ -499,7 +500,7 @@ def cache_case(seed: int, workdir: str, state: dict[str, Any]) -> tuple[str, str
     shutil.copytree(pristine, root)
     damaged = [os.path.join(root, os.path.relpath(e, pristine)) for e in entries]
     for _ in range(int(rng.integers(1, 3))):
-        _damage_entry(damaged, rng)
+        _damage_entry(damaged, rng, entries)
     try:
         return compile_and_compare(models[index], models[index].SerializeToString(), rng,
                                    cache=root)
@@ -507,8 +508,13 @@ def cache_case(seed: int, workdir: str, state: dict[str, Any]) -> tuple[str, str
         shutil.rmtree(root, ignore_errors=True)
 
 
-def _damage_entry(paths: list[str], rng: np.random.Generator) -> None:
-    """One kind of damage to one of the cache entries at `paths`."""
+def _damage_entry(paths: list[str], rng: np.random.Generator,
+                  originals: Sequence[str] | None = None) -> None:
+    """One kind of damage to one of the cache entries at `paths`. A payload re-signed under a
+    recomputed digest is a whole object of another entry (or garbage, or a cut of one) taken
+    from `originals` (the undamaged entries, same order), never bytes an earlier damage
+    flipped: flipped code under a valid digest is a different valid program, which no loader
+    can tell from the compiler's (the digest is what tells flipped bytes)."""
     from ember.lowering import cache as kernel_cache
 
     path = paths[int(rng.integers(0, len(paths)))]
@@ -531,7 +537,8 @@ def _damage_entry(paths: list[str], rng: np.random.Generator) -> None:
         with open(other, "rb") as file:
             data = bytearray(file.read())
     else:  # a payload under this key's own, recomputed digest: the digest cannot tell
-        with open(other, "rb") as file:
+        source = other if originals is None else originals[paths.index(other)]
+        with open(source, "rb") as file:
             payload = file.read()[header:]
         if choice == 5:
             payload = rng.bytes(int(rng.integers(1, 4096)))
@@ -644,6 +651,10 @@ def main() -> int:
                         help=f"comma-separated families (default: all of {', '.join(FAMILIES)})")
     parser.add_argument("--failures", metavar="FILE.jsonl",
                         help="write every failure (and accepted case) as a JSON line")
+    parser.add_argument("--case", type=int, metavar="SEED",
+                        help="replay the one case with this seed (a failure's seed), with "
+                             "--family")
+    parser.add_argument("--family", help="the family of the case --case replays")
     parser.add_argument("--show-accepted", action="store_true",
                         help="also print the models ember ran and onnxruntime rejected")
     args = parser.parse_args()
@@ -654,7 +665,14 @@ def main() -> int:
     unknown = sorted(set(families) - set(FAMILIES))
     if unknown:
         parser.error(f"unknown families {unknown}; known: {', '.join(FAMILIES)}")
-    results = run(cases(count, args.seed, families), args.timeout, deadline)
+    if args.case is not None:
+        if args.family not in FAMILIES:
+            parser.error(f"--case needs --family, one of {', '.join(FAMILIES)}")
+        families = [args.family]
+        todo: Iterable[tuple[str, int]] = [(args.family, args.case)]
+    else:
+        todo = cases(count, args.seed, families)
+    results = run(todo, args.timeout, deadline)
     counts = Counter(r[2] for r in results)
     by_family = Counter((r[0], r[2]) for r in results)
     print(f"{len(results)} cases in {time.monotonic() - start:.0f} s (seed {args.seed})")

@@ -158,6 +158,7 @@ define i32 @probe_vector(ptr %out, ptr %in, <8 x float> %c) {
 }
 """
 _PROBE_SCRIPT = """
+import re
 import sys
 import llvmlite.binding as llvm
 llvm.initialize_all_targets()
@@ -168,8 +169,20 @@ module = llvm.parse_assembly(sys.stdin.read())
 module.triple = sys.argv[1]
 module.data_layout = str(machine.target_data)
 machine.emit_object(module)
+# x86 with neither SSE nor x87 compiles float arithmetic to soft-float routines (__addsf3)
+# and passes floats in integer registers: the C library's math functions take them in SSE
+# registers, and this process has no such routines (a call to address 0)
+soft = sorted(set(re.findall(r"\\b__(?:add|mul)[sd]f3\\b", machine.emit_assembly(module))))
+if soft and sys.argv[1].split("-")[0] in ("x86_64", "i386", "i486", "i586", "i686"):
+    sys.exit("error: no floating-point unit left for float or double (SSE or SSE2 and "
+             f"x87 off): arithmetic becomes soft-float calls ({', '.join(soft)}) with a "
+             "calling convention the C library's math functions do not share")
 print("ok")
 """
+
+
+# part of the cached answers' names: a probe that checks more does not reuse older answers
+_PROBE_VERSION = 2
 
 
 @functools.cache
@@ -181,7 +194,8 @@ def probe_failure(triple: str, cpu: str, features: str) -> str:
 
     import llvmlite
 
-    name = hashlib.sha256(f"{triple}\0{cpu}\0{features}".encode()).hexdigest()[:24]
+    text = f"{_PROBE_VERSION}\0{triple}\0{cpu}\0{features}"
+    name = hashlib.sha256(text.encode()).hexdigest()[:24]
     cache_file = _cache_dir() / f"llvm{llvmlite.__version__}-probe-{name}.json"
     try:
         return str(json.loads(cache_file.read_text())["failure"])

@@ -16,7 +16,7 @@ from typing import Any
 
 from ember import dtype as dt
 from ember.errors import CodegenError, CorruptFileError
-from ember.runtime.elf import ET_REL, host_machine, read_elf
+from ember.runtime.elf import ET_REL, SHN_UNDEF, STB_WEAK, host_machine, read_elf
 from ember.runtime.library import MAIN_SYMBOL
 from ember.runtime.plan import ExecPlan, Slot
 from ember.target import Target
@@ -87,6 +87,44 @@ def check_kernel_object(data: bytes, symbols: Sequence[str], what: str) -> None:
         raise CorruptFileError(f"{what}: defines no function {', '.join(missing)}")
 
 
+def object_symbols(data: bytes, what: str) -> tuple[set[str], set[str]]:
+    """(names an object file defines, names it uses without defining); weak references are
+    left out (the linker may leave those null). Both empty where objects are not ELF."""
+    if not sys.platform.startswith("linux"):
+        return set(), set()
+    symbols = read_elf(data, what).symbols
+    defined = {name for name, s in symbols.items() if s.section != SHN_UNDEF}
+    used = {name for name, s in symbols.items()
+            if s.section == SHN_UNDEF and s.binding != STB_WEAK}
+    return defined, used
+
+
+def check_resolved(objects: dict[str, bytes], defined: Sequence[str] = ()) -> None:
+    """CodegenError unless every symbol the kernel objects call is defined by one of them,
+    named in `defined`, or found in this process (libm, libgomp, the thread pool): the JIT
+    linker leaves an unresolved call jumping to address 0, a crash on the first run."""
+    import llvmlite.binding as llvm
+
+    from ember.codegen import jit
+
+    jit._runtime_symbols()  # libgomp, the pool and (once an engine exists) the process's own
+    known = set(defined)
+    uses: dict[str, set[str]] = {}
+    for kernel, data in objects.items():
+        defines, used = object_symbols(data, f"object code of kernel '{kernel}'")
+        known |= defines
+        for name in used:
+            uses.setdefault(name, set()).add(kernel)
+    missing = sorted(name for name in uses
+                     if name not in known and not llvm.address_of_symbol(name))
+    if missing:
+        details = "; ".join(f"{name} (called by {', '.join(sorted(uses[name]))})"
+                            for name in missing[:5])
+        raise CodegenError(f"the kernels call functions this process does not have: {details}"
+                           "; code for this target needs a runtime ember does not link "
+                           "(compile for target='llvm')")
+
+
 class LinkedModel:
     """The JIT engine holding model_main and every kernel; addresses by symbol."""
 
@@ -125,6 +163,8 @@ def link(plan: ExecPlan, objects: dict[str, bytes], target: Target | str = "llvm
     refs = []
     for symbol in plan.symbols:
         check_kernel_object(objects[symbol], [symbol], f"object code of kernel '{symbol}'")
+    check_resolved({symbol: objects[symbol] for symbol in plan.symbols}, [MAIN_SYMBOL])
+    for symbol in plan.symbols:
         ref = llvm.ObjectFileRef.from_data(objects[symbol])
         engine.add_object_file(ref)
         refs.append(ref)

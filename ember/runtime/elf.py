@@ -19,6 +19,7 @@ ET_REL, ET_DYN = 1, 3
 SHT_SYMTAB, SHT_RELA, SHT_NOBITS, SHT_REL, SHT_DYNSYM = 2, 4, 8, 9, 11
 STT_OBJECT, STT_FUNC = 1, 2
 SHN_UNDEF, SHN_LORESERVE = 0, 0xFF00
+STB_WEAK = 2
 _MACHINES = {"x86_64": 62, "amd64": 62, "aarch64": 183, "arm64": 183, "riscv64": 243,
              "ppc64le": 21, "s390x": 22, "i686": 3, "i386": 3, "armv7l": 40}
 

@@ -114,3 +114,48 @@ def test_compile_for_a_32_bit_cpu_does_not_end_the_process() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0 and "64-bit code requested" in done.stdout, done.stderr
+
+
+@pytest.mark.parametrize("text", ["llvm -mattr=-x87,-sse",
+                                  "llvm -mcpu=generic -mattr=-x87,-avx,-sse -opt-level=9",
+                                  "llvm -mtriple=x86_64-linux-gnu -mcpu=x86-64 -mattr=-x87,-sse2"])
+def test_x86_without_a_floating_point_unit_is_refused(text: str) -> None:
+    # LLVM compiles these (soft-float): float arithmetic through __addsf3, which this process
+    # lacks (a compiled model segfaulted on its first run), floats passed in integer
+    # registers to libm functions that take them in SSE registers
+    with pytest.raises(TargetError, match="soft-float calls"):
+        check_llvm_target(Target(text))
+
+
+def test_x86_without_x87_alone_still_compiles() -> None:
+    assert check_llvm_target(Target("llvm -mattr=-x87")) == Target("llvm -mattr=-x87")
+
+
+RUN_DENSE = """
+import sys
+import numpy as np
+import ember
+from onnx import TensorProto as T, helper as h, numpy_helper
+vi = h.make_tensor_value_info
+w = numpy_helper.from_array(np.ones((8, 5), np.float32), "w")
+graph = h.make_graph([h.make_node("MatMul", ["x", "w"], ["m"]),
+                      h.make_node("Softmax", ["m"], ["y"])], "dense",
+                     [vi("x", T.FLOAT, [2, 8])], [vi("y", T.FLOAT, [2, 5])], [w])
+model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+try:
+    ember.compile(model, target=sys.argv[1], cache=False).run({"x": np.ones((2, 8), "float32")})
+    print("ran")
+except ember.errors.TargetError as error:
+    print("TargetError:", error)
+"""
+
+
+@pytest.mark.skipif(cpu.host_family() != "x86_64", reason="an x86-64 host target")
+def test_soft_float_model_is_refused_not_killed() -> None:
+    pytest.importorskip("onnx")
+    # the fuzz case (target family, seed 505002393) that ended the process with SIGSEGV
+    done = subprocess.run([sys.executable, "-c", RUN_DENSE,
+                           "llvm -mcpu=generic -mattr=-x87,-avx,-sse -opt-level=9"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "TargetError:" in done.stdout and "soft-float" in done.stdout, done.stdout
