@@ -49,3 +49,23 @@ def test_zoo_bert_made_symbolic_runs_any_batch():
                                atol=1e-5)
     (one,) = dynamic.run(bench.feeds_for(symbolic, 1, seed=0))
     assert one.shape == (1, 8, 32) and dynamic.compiles == 2
+
+
+def test_symbolic_model_runs_the_static_builds_kernels():
+    """At each batch the symbolic model's program has the static build's kernels (same
+    object code, called in the same order), and programs for different batches differ."""
+    bench = load_benchmark("dynamic_batch")
+    from ember.zoo import build_model
+
+    config = {"image_size": 32, "num_classes": 4}
+    dynamic = ember.compile(bench.symbolic_batch(build_model("resnet18", batch=1, **config)))
+    digests = {}
+    for batch in (1, 2):
+        static_proto = build_model("resnet18", batch=batch, **config)
+        feeds = bench.feeds_for(static_proto, batch, seed=batch)
+        (got,) = dynamic.run(feeds)
+        static = ember.compile(static_proto)
+        np.testing.assert_allclose(got, static.run(feeds)[0], rtol=1e-5, atol=1e-5)
+        digests[batch] = bench.kernels_digest(bench.program_for(dynamic, feeds))
+        assert digests[batch] == bench.kernels_digest(static)
+    assert digests[1] != digests[2]

@@ -2,8 +2,10 @@
 
 The sets use opsets 6-10, older than ember imports, so each model is first converted to
 opset 11 with onnx.version_converter (as the import error tells users to). "light" models
-are full ImageNet networks whose weights are ConstantOfShape fills (folded at import); the
-bigger ones run only with EMBER_ONNX_ALL_MODELS=1.
+are full ImageNet networks whose weights are ConstantOfShape fills (folded at import),
+compared with the output onnx ships; the same nine networks with those fills replaced by
+random weights are compared with onnxruntime. The bigger ones run only with
+EMBER_ONNX_ALL_MODELS=1.
 """
 
 from __future__ import annotations
@@ -71,6 +73,50 @@ def test_light_model(name):
     (got, *_) = onnx_backend.prepare(model).run(feeds)
     want = numpy_helper.to_array(onnx.load_tensor(
         os.path.join(DATA, "light", f"light_{name}_output_0.pb")))
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-5)
+
+
+def with_random_weights(model: onnx.ModelProto, seed: int) -> onnx.ModelProto:
+    """The model with each ConstantOfShape fill (its weights) replaced by a random
+    initializer of the same shape: He-scaled normal for kernels, uniform in [0.5, 1.5] for
+    1-d tensors (biases, batch-norm scales, means and variances, which must be positive)."""
+    rng = np.random.default_rng(seed)
+    shapes = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    out = onnx.ModelProto.FromString(model.SerializeToString())
+    kept = []
+    for node in out.graph.node:
+        if node.op_type != "ConstantOfShape" or node.input[0] not in shapes:
+            kept.append(node)
+            continue
+        shape = [int(d) for d in shapes[node.input[0]]]
+        if len(shape) == 1:
+            data = rng.uniform(0.5, 1.5, shape)
+        else:
+            fan_in = int(np.prod(shape[1:]))
+            data = rng.standard_normal(shape) * np.sqrt(2.0 / fan_in)
+        out.graph.initializer.append(numpy_helper.from_array(data.astype(np.float32),
+                                                             node.output[0]))
+    del out.graph.node[:]
+    out.graph.node.extend(kept)
+    return out
+
+
+@pytest.mark.parametrize("name", LIGHT + [pytest.param(n, marks=pytest.mark.skipif(
+    not ALL, reason="slow; set EMBER_ONNX_ALL_MODELS=1")) for n in LIGHT_SLOW])
+def test_light_model_random_weights_against_onnxruntime(name):
+    ort = pytest.importorskip("onnxruntime")
+    model = with_random_weights(upgrade(onnx.load(os.path.join(DATA, "light",
+                                                                f"light_{name}.onnx"))), 0)
+    initializers = {t.name for t in model.graph.initializer}
+    inputs = [vi for vi in model.graph.input if vi.name not in initializers]
+    rng = np.random.default_rng(1)
+    feeds = [rng.standard_normal([d.dim_value for d in vi.type.tensor_type.shape.dim]
+                                 ).astype(np.float32) for vi in inputs]
+    (got, *_) = onnx_backend.prepare(model).run(feeds)
+    session = ort.InferenceSession(model.SerializeToString(),
+                                   providers=["CPUExecutionProvider"])
+    (want, *_) = session.run(None, {vi.name: a for vi, a in zip(inputs, feeds)})
     assert got.shape == want.shape
     np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-5)
 
