@@ -99,14 +99,6 @@ EXPECTED_FAILURES: dict[str, tuple[str, ...]] = {
         'test_momentum_multiple',
         'test_nesterov_momentum',
     ),
-    'op RNN not supported': (
-        'test_rnn_seq_length',
-        'test_simple_rnn_batchwise',
-        'test_simple_rnn_bidirectional',
-        'test_simple_rnn_defaults',
-        'test_simple_rnn_reverse',
-        'test_simple_rnn_with_initial_bias',
-    ),
     'op RandomUniformLike not supported': (
         'test_bernoulli',
         'test_bernoulli_double',
