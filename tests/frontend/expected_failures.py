@@ -132,11 +132,6 @@ EXPECTED_FAILURES: dict[str, tuple[str, ...]] = {
         'test_ai_onnx_ml_tree_ensemble_set_membership',
         'test_ai_onnx_ml_tree_ensemble_single_tree',
     ),
-    'op RoiAlign not supported': (
-        'test_roialign_aligned_false',
-        'test_roialign_aligned_true',
-        'test_roialign_mode_max',
-    ),
     'op TensorScatter not supported': (
         'test_tensorscatter_3d',
         'test_tensorscatter_circular',
