@@ -107,13 +107,6 @@ EXPECTED_FAILURES: dict[str, tuple[str, ...]] = {
         'test_bernoulli_seed',
         'test_bernoulli_seed_expanded',
     ),
-    'op Col2Im not supported': (
-        'test_col2im_5d',
-        'test_col2im',
-        'test_col2im_dilations',
-        'test_col2im_pads',
-        'test_col2im_strides',
-    ),
     "UnsupportedModelError: | node 'resize_0' (Resize): Resize: antialias=1 is not supported": (
         'test_resize_downsample_scales_cubic_antialias',
         'test_resize_downsample_scales_linear_antialias',
