@@ -134,10 +134,6 @@ EXPECTED_FAILURES: dict[str, tuple[str, ...]] = {
         'test_det_2d',
         'test_det_nd',
     ),
-    'op STFT not supported': (
-        'test_stft',
-        'test_stft_with_window',
-    ),
     # float16 rounding, not an error of ember's: at the mismatching elements ember is nearer
     # the exact (float64) attention than the suite's expected output, which is 1.4 units in
     # the last place off; rtol=1e-3 allows about 2 units between the two
