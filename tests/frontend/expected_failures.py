@@ -125,11 +125,6 @@ EXPECTED_FAILURES: dict[str, tuple[str, ...]] = {
         'test_ai_onnx_ml_tree_ensemble_set_membership',
         'test_ai_onnx_ml_tree_ensemble_single_tree',
     ),
-    'op TensorScatter not supported': (
-        'test_tensorscatter_3d',
-        'test_tensorscatter_circular',
-        'test_tensorscatter',
-    ),
     'op Det not supported': (
         'test_det_2d',
         'test_det_nd',
