@@ -113,12 +113,6 @@ EXPECTED_FAILURES: dict[str, tuple[str, ...]] = {
         'test_resize_downsample_sizes_cubic_antialias',
         'test_resize_downsample_sizes_linear_antialias',
     ),
-    'op DeformConv not supported': (
-        'test_basic_deform_conv_with_padding',
-        'test_basic_deform_conv_without_padding',
-        'test_deform_conv_with_mask_bias',
-        'test_deform_conv_with_multiple_offset_groups',
-    ),
     'operators of domain ai.onnx.ml are not supported': (
         'test_ai_onnx_ml_array_feature_extractor',
         'test_ai_onnx_ml_binarizer',
