@@ -119,10 +119,6 @@ EXPECTED_FAILURES: dict[str, tuple[str, ...]] = {
         'test_ai_onnx_ml_tree_ensemble_set_membership',
         'test_ai_onnx_ml_tree_ensemble_single_tree',
     ),
-    'op Det not supported': (
-        'test_det_2d',
-        'test_det_nd',
-    ),
     # float16 rounding, not an error of ember's: at the mismatching elements ember is nearer
     # the exact (float64) attention than the suite's expected output, which is 1.4 units in
     # the last place off; rtol=1e-3 allows about 2 units between the two
