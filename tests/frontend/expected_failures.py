@@ -107,12 +107,6 @@ EXPECTED_FAILURES: dict[str, tuple[str, ...]] = {
         'test_bernoulli_seed',
         'test_bernoulli_seed_expanded',
     ),
-    "UnsupportedModelError: | node 'resize_0' (Resize): Resize: antialias=1 is not supported": (
-        'test_resize_downsample_scales_cubic_antialias',
-        'test_resize_downsample_scales_linear_antialias',
-        'test_resize_downsample_sizes_cubic_antialias',
-        'test_resize_downsample_sizes_linear_antialias',
-    ),
     'operators of domain ai.onnx.ml are not supported': (
         'test_ai_onnx_ml_array_feature_extractor',
         'test_ai_onnx_ml_binarizer',
