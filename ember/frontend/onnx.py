@@ -1019,8 +1019,16 @@ def convert_dft(imp: _Importer, ctx: NodeContext) -> None:
         ctx.attrs.setdefault("axis", 1)
 
 
+def convert_roi_align(imp: _Importer, ctx: NodeContext) -> None:
+    """RoiAlign before opset 16 has no coordinate_transformation_mode; it behaves as
+    output_half_pixel (opset 16's default is half_pixel)."""
+    if ctx.opset < 16:
+        ctx.attrs.setdefault("coordinate_transformation_mode", "output_half_pixel")
+
+
 CONVERTERS: dict[str, Converter] = {
     "DFT": convert_dft,
+    "RoiAlign": convert_roi_align,
     "Constant": convert_constant,
     "Identity": convert_identity,
     "Dropout": convert_dropout,

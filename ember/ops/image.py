@@ -2,10 +2,17 @@
 SpaceToDepth.
 
 Resize follows opsets 11-19: `scales`, `sizes` and `roi` are attr-inputs (an empty tuple
-counts as absent); only antialias=0 is supported. Source coordinates are computed in float32
+counts as absent). Source coordinates are computed in float32
 with the same expression order as onnxruntime, so nearest-neighbour ties agree with it.
 Resize-10 and Upsample-7/9 use the same compute with coordinate_transformation_mode
 "asymmetric"; their nearest mode is onnxruntime's legacy rule (see `_legacy_nearest`).
+
+antialias=1 widens the linear (triangle) or cubic filter of every downsampled axis by
+1 / scale, as ONNX defines it: 2 - 2 * (floor(-support / scale) + 1) taps around the source
+coordinate (support 1 for linear, 2 for cubic), each weighted by the filter at
+scale * its distance, the weights divided by their sum; taps past the edges read the edge
+(or, with exclude_outside, are left out of the sum). Upsampled axes interpolate as without
+antialias, which is what the widened filter reduces to at scale >= 1.
 """
 
 from __future__ import annotations
@@ -64,8 +71,11 @@ def _check_modes(a: Attrs) -> None:
         if a[key] not in allowed:
             raise UnsupportedOpError(f"Resize: {key}='{a[key]}' is not supported "
                                      f"(expected one of {allowed})")
-    if int(a["antialias"]):
-        raise UnsupportedOpError("Resize: antialias=1 is not supported")
+    if a["antialias"] not in (0, 1):
+        raise UnsupportedOpError(f"Resize: antialias must be 0 or 1, got {a['antialias']!r}")
+    if int(a["antialias"]) and a["mode"] == "nearest":
+        raise UnsupportedOpError("Resize: antialias=1 needs mode linear or cubic (nearest has "
+                                 "no filter to widen)")
 
 
 def resize_plan(a: Attrs, shape: Shape) -> list[AxisPlan]:
@@ -211,6 +221,42 @@ def _taps(a: Attrs, mode: str, c: Expr, p: AxisPlan, lets: Bindings, axis: int) 
     return Taps(indices, weights, total)
 
 
+def _filter(a: Attrs, mode: str, x: Expr) -> Expr:
+    """The interpolation filter at distance x: the triangle, or Keys' cubic."""
+    d = te.abs(x)
+    if mode == "linear":
+        return te.max(1.0 - d, 0.0)
+    A = float(a["cubic_coeff_a"])
+    near = ((A + 2.0) * d - (A + 3.0)) * d * d + 1.0
+    far = ((A * d - 5.0 * A) * d + 8.0 * A) * d - 4.0 * A
+    return tir.Select(d <= 1.0, near, tir.Select(d < 2.0, far, te.const(0.0)))
+
+
+def _antialias_taps(a: Attrs, mode: str, c: Expr, p: AxisPlan, lets: Bindings, axis: int
+                    ) -> Taps:
+    """The taps of one downsampled axis under antialias (see the module docstring)."""
+    last = p.in_dim - 1
+    scale = p.scale
+    start = math.floor(-(1.0 if mode == "linear" else 2.0) / scale) + 1
+    count = 2 - 2 * start
+    c = bind(lets, c, f"c{axis}")
+    base = te.floor(c)
+    # the fraction is taken in (0, 1]: a point on a pixel is 1 past the pixel before it
+    ratio = bind(lets, tir.Select(c == base, te.const(1.0), c - base), f"t{axis}")
+    first = bind(lets, (c - ratio).astype("int32") + start, f"i{axis}")
+    raw = [first + k for k in range(count)]
+    weights = [bind(lets, _filter(a, mode, (float(start + k) - ratio) * scale), f"w{axis}_{k}")
+               for k in range(count)]
+    if int(a["exclude_outside"]):
+        weights = [bind(lets, tir.Select((r >= 0) & (r <= last), w, te.const(0.0)),
+                        f"v{axis}_{k}") for k, (r, w) in enumerate(zip(raw, weights))]
+    total: Expr = weights[0]
+    for w in weights[1:]:
+        total = total + w
+    indices = [te.max(te.min(r, last), 0) for r in raw]
+    return Taps(indices, weights, bind(lets, total, f"s{axis}"))
+
+
 def _interpolate(x: Tensor, per_axis: list[Taps], prefix: tuple[Expr, ...] = ()) -> Expr:
     """Separable interpolation: each axis sums its taps over the interpolated rest, so the
     weights of an axis appear once per tap of the axes before it, not once per corner."""
@@ -245,6 +291,8 @@ def _resize_body(a: Attrs, ts: list[Tensor], i: tuple[Expr, ...]) -> Expr:
             inside += [c >= 0.0, c <= float(p.in_dim - 1)]
         if mode == "nearest":
             per_axis.append(Taps([_nearest_index(a, c, p)]))
+        elif int(a["antialias"]) and p.scale < 1.0:
+            per_axis.append(_antialias_taps(a, mode, c, p, lets, axis))
         else:
             per_axis.append(_taps(a, mode, c, p, lets, axis))
     if mode == "nearest":

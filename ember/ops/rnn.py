@@ -1,4 +1,4 @@
-"""Recurrent ops (ONNX semantics): LSTM and GRU as te.scan recurrences over time.
+"""Recurrent ops (ONNX semantics): RNN, LSTM and GRU as te.scan recurrences over time.
 
 Per direction: the input projection x @ W^T (+ biases) for all steps is one matrix product
 before the scan, [T * B, I] x [I, G * H] with W packed in panels of 32 columns (a register
@@ -72,7 +72,8 @@ def _activation(name: str, alpha: float | None, beta: float | None) -> Act:
     raise UnsupportedOpError(f"activation '{name}' is not supported")
 
 
-_DEFAULT_ACTS = {"LSTM": ("Sigmoid", "Tanh", "Tanh"), "GRU": ("Sigmoid", "Tanh")}
+_DEFAULT_ACTS = {"LSTM": ("Sigmoid", "Tanh", "Tanh"), "GRU": ("Sigmoid", "Tanh"),
+                 "RNN": ("Tanh",)}
 _USES_ALPHA = {"leakyrelu", "hardsigmoid", "thresholdedrelu", "scaledtanh", "affine", "elu"}
 _USES_BETA = {"hardsigmoid", "scaledtanh", "affine"}
 
@@ -95,11 +96,11 @@ def _activations(attrs: Attrs, defaults: Sequence[str], directions: int) -> list
 
 
 class _Spec:
-    """Checked shapes and attributes of one LSTM/GRU node."""
+    """Checked shapes and attributes of one RNN/LSTM/GRU node."""
 
     def __init__(self, kind: str, attrs: Attrs, types: Sequence[TensorType | None]) -> None:
         self.kind = kind
-        self.gates = 4 if kind == "LSTM" else 3
+        self.gates = {"LSTM": 4, "GRU": 3, "RNN": 1}[kind]
         x, w, r = types[0], types[1], types[2]
         assert x is not None and w is not None and r is not None
         self.layout = int(attrs.get("layout", 0))
@@ -281,6 +282,17 @@ def _direction(spec: _Spec, d: int, ins: Sequence[Tensor | None], acts: list[Act
                                [h_upd, c_upd], [hs, cs], name=f"lstm{d}")
         return h_out, c_out, zero  # type: ignore[return-value]
 
+    if kind == "RNN":  # h[t] = f(x W^T + h[t-1] R^T + Wb + Rb)
+        (act,) = acts
+        rec = te.compute((T + 1, B, 1, H), lambda t, b, g, j: te.sum(
+            hs[t - 1, b, k_ax] * rp[j // JW, k_ax, g, j % JW], axis=k_ax), name="rec",
+            tag="RNN.rec")
+        h_upd = te.compute((T + 1, B, H), lambda t, b, j: keep(
+            t, b, act(clip(xw(t - 1, b, 0, j) + rec[t, b, 0, j])), hs[t - 1, b, j]),
+            name="h_update", tag="RNN.cell")
+        h_out = te.scan(state_in(init_h, "h0"), h_upd, hs, name=f"rnn{d}")
+        return h_out, None, zero  # type: ignore[return-value]
+
     # GRU: gates z, r, h
     f_act, g_act = acts
     rec_g = 3 if lbr else 2
@@ -378,13 +390,13 @@ def _compute(kind: str) -> Callable[[Attrs, Sequence[Tensor | None]], list[Tenso
 RECURRENT_PARALLEL_MIN = 1 << 18
 # multiply-adds of the input projection (one GEMM before the scan) worth running in parallel
 PROJECTION_PARALLEL_MIN = 1 << 18
-_KEEP = ("RNN.init", "LSTM.cell", "GRU.cell", "LSTM.pack", "GRU.pack", "GRU.reset",
-         "LSTM.input_bias", "GRU.input_bias")
+_KEEP = ("RNN.init", "LSTM.cell", "GRU.cell", "RNN.cell", "LSTM.pack", "GRU.pack",
+         "RNN.pack", "GRU.reset", "LSTM.input_bias", "GRU.input_bias", "RNN.input_bias")
 
 
 @dataclass(frozen=True)
 class RNNKnobs(Knobs):
-    """Choices of the LSTM / GRU schedule: rows of the input projection's register tile
+    """Choices of the RNN / LSTM / GRU schedule: rows of the input projection's register tile
     (x 32 columns); parallel_projection / parallel_recurrent: run the input projection /
     the recurrent product of each step on the threads where it is big enough
     (PROJECTION_PARALLEL_MIN / RECURRENT_PARALLEL_MIN multiply-adds), else never."""
@@ -416,10 +428,10 @@ class RNNKnobs(Knobs):
 
 
 def _projection_rows(task: Task) -> int:
-    """Rows (steps x batch) of the input projection of an LSTM / GRU group."""
+    """Rows (steps x batch) of the input projection of an RNN / LSTM / GRU group."""
     stage = task.find(".input_bias")
     if stage is None:
-        raise ScheduleError("RNNKnobs: no input projection (LSTM / GRU) in the task")
+        raise ScheduleError("RNNKnobs: no input projection (RNN / LSTM / GRU) in the task")
     return shape_of(stage.outputs[0])[0]
 
 
@@ -503,6 +515,9 @@ OPS: dict[str, OpDef] = {
     "LSTM": OpDef("LSTM", ("X", "W", "R", "B", "sequence_lens", "initial_h", "initial_c", "P"),
                   _infer("LSTM"), _compute("LSTM"), Pattern.OPAQUE, schedule_rnn, knobs=RNNKnobs,
                   attrs=_rnn_attrs({"input_forget": 0}), num_outputs=3),
+    "RNN": OpDef("RNN", ("X", "W", "R", "B", "sequence_lens", "initial_h"), _infer("RNN"),
+                 _compute("RNN"), Pattern.OPAQUE, schedule_rnn, knobs=RNNKnobs,
+                 attrs=_rnn_attrs({}), num_outputs=2),
     "GRU": OpDef("GRU", ("X", "W", "R", "B", "sequence_lens", "initial_h"), _infer("GRU"),
                  _compute("GRU"), Pattern.OPAQUE, schedule_rnn, knobs=RNNKnobs,
                  attrs=_rnn_attrs({"linear_before_reset": 0}), num_outputs=2),

@@ -1,4 +1,4 @@
-"""Spectral ops (ONNX semantics): DFT.
+"""Spectral ops (ONNX semantics): DFT, STFT.
 
 DFT transforms one signal axis of a real ([..., 1]) or complex ([..., 2]) input into a
 complex output ([..., 2]): out[k] = sum_j x[j] e^(-+2 pi i jk / n), divided by n when
@@ -8,6 +8,11 @@ exact integer, so it stays accurate for long signals, and the sum runs in float6
 keeps the first n // 2 + 1 outputs; inverse and onesided together read a one-sided
 spectrum (the rest by Hermitian symmetry) and give real samples ([..., 1]). The generic
 reduction schedule makes it parallel.
+
+STFT frames a signal (batch, length, 1 or 2) every frame_step samples into frames of
+frame_length (the window's length when a window is given), multiplies each by the window
+and takes its DFT, the same float64 reduction: out[b, f, k] = sum_j x[b, f * step + j]
+w[j] e^(-2 pi i jk / n), with n // 2 + 1 bins when onesided (a real signal only).
 """
 
 from __future__ import annotations
@@ -110,7 +115,83 @@ def _compute(a: Attrs, tensors: Sequence[Tensor | None]) -> list[Tensor]:
     return [result]  # type: ignore[list-item]
 
 
+def _stft_plan(a: Attrs, signal: tuple[int, ...], window: tuple[int, ...] | None
+               ) -> tuple[int, int, int, int]:
+    """(frame step, frame length, frames, bins), all checked."""
+    if len(signal) != 3 or signal[-1] not in (1, 2):
+        raise ShapeError(f"STFT: the signal must be (batch, length, 1 or 2), got shape "
+                         f"{signal}")
+    step = a.get("frame_step")
+    if step is None or isinstance(step, (tuple, list)) or int(step) < 1:
+        raise ShapeError(f"STFT: frame_step must be one positive integer, got {step!r}")
+    length = a.get("frame_length")
+    if window is not None:
+        if len(window) != 1:
+            raise ShapeError(f"STFT: the window must be 1-D, got shape {window}")
+        if length is not None and int(length) != window[0]:
+            raise ShapeError(f"STFT: frame_length {length} differs from the window's length "
+                             f"{window[0]}")
+        length = window[0]
+    if length is None or isinstance(length, (tuple, list)) or int(length) < 1:
+        raise ShapeError(f"STFT: give a window or a positive frame_length, got {length!r}")
+    n = int(length)
+    if n > signal[1]:
+        raise ShapeError(f"STFT: frames of {n} samples do not fit a signal of {signal[1]}")
+    if a["onesided"] not in (0, 1):
+        raise UnsupportedOpError(f"STFT: onesided must be 0 or 1, got {a['onesided']!r}")
+    if a["onesided"] and signal[-1] == 2:
+        raise UnsupportedOpError("STFT: onesided=1 needs a real signal (last axis 1)")
+    frames = (signal[1] - n) // int(step) + 1
+    return int(step), n, frames, n // 2 + 1 if a["onesided"] else n
+
+
+def _stft_infer(a: Attrs, types: Sequence[TensorType | None]) -> list[TensorType]:
+    x = types[0] if types else None
+    if x is None or not x.dtype.is_float:
+        raise ShapeError("STFT needs a float signal")
+    window = types[1] if len(types) > 1 else None
+    if window is not None and window.dtype != x.dtype:
+        raise ShapeError(f"STFT: the window ({window.dtype}) must have the signal's type "
+                         f"({x.dtype})")
+    _, _, frames, bins = _stft_plan(a, x.shape, None if window is None else window.shape)
+    return [TensorType((x.shape[0], frames, bins, 2), x.dtype)]
+
+
+def _stft_compute(a: Attrs, tensors: Sequence[Tensor | None]) -> list[Tensor]:
+    x = tensors[0]
+    window = tensors[1] if len(tensors) > 1 else None
+    assert x is not None
+    shape = tuple(int(d.value) for d in x.shape)  # type: ignore[attr-defined]
+    wshape = None if window is None else (int(window.shape[0].value),)  # type: ignore
+    step, n, frames, bins = _stft_plan(a, shape, wshape)
+    complex_input = shape[-1] == 2
+    j = te.reduce_axis((0, n), name="stft_j")
+
+    def component(b: Expr, t: Expr, part: int) -> Expr:
+        if part == 1 and not complex_input:
+            return te.const(0.0, "float64")
+        value = x[b, t, te.const(part)].astype("float64")
+        return value if window is None else value * window[j].astype("float64")
+
+    def body(b: Expr, f: Expr, k: Expr, part: Expr) -> Expr:
+        t = f * step + j
+        angle = tir.FloorMod(j * k, te.const(n)).astype("float64") * (2 * math.pi / n)
+        c, s = te.cos(angle), -te.sin(angle)
+        real, imag = component(b, t, 0), component(b, t, 1)
+        return te.sum(tir.Select(part == 0, real * c - imag * s, imag * c + real * s), axis=j)
+
+    out_shape = (shape[0], frames, bins, 2)
+    total = te.compute(out_shape, body, name="stft_sum")
+    result = te.compute(out_shape, lambda *i: total[i].astype(x.dtype), name="stft",
+                        tag="STFT")
+    return [result]  # type: ignore[list-item]
+
+
 OPS: dict[str, OpDef] = {
+    "STFT": OpDef("STFT", ("signal", "frame_step", "window", "frame_length"), _stft_infer,
+                  _stft_compute, Pattern.REDUCTION,
+                  attrs={"onesided": 1, "frame_step": None, "frame_length": None},
+                  attr_inputs=("frame_step", "frame_length")),
     "DFT": OpDef("DFT", ("input", "dft_length", "axis"), _infer, _compute, Pattern.REDUCTION,
                  attrs={"axis": -2, "inverse": 0, "onesided": 0, "dft_length": None},
                  attr_inputs=("dft_length", "axis")),

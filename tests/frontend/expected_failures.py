@@ -99,14 +99,6 @@ EXPECTED_FAILURES: dict[str, tuple[str, ...]] = {
         'test_momentum_multiple',
         'test_nesterov_momentum',
     ),
-    'op RNN not supported': (
-        'test_rnn_seq_length',
-        'test_simple_rnn_batchwise',
-        'test_simple_rnn_bidirectional',
-        'test_simple_rnn_defaults',
-        'test_simple_rnn_reverse',
-        'test_simple_rnn_with_initial_bias',
-    ),
     'op RandomUniformLike not supported': (
         'test_bernoulli',
         'test_bernoulli_double',
@@ -115,48 +107,11 @@ EXPECTED_FAILURES: dict[str, tuple[str, ...]] = {
         'test_bernoulli_seed',
         'test_bernoulli_seed_expanded',
     ),
-    'op Col2Im not supported': (
-        'test_col2im_5d',
-        'test_col2im',
-        'test_col2im_dilations',
-        'test_col2im_pads',
-        'test_col2im_strides',
-    ),
-    "UnsupportedModelError: | node 'resize_0' (Resize): Resize: antialias=1 is not supported": (
-        'test_resize_downsample_scales_cubic_antialias',
-        'test_resize_downsample_scales_linear_antialias',
-        'test_resize_downsample_sizes_cubic_antialias',
-        'test_resize_downsample_sizes_linear_antialias',
-    ),
-    'op DeformConv not supported': (
-        'test_basic_deform_conv_with_padding',
-        'test_basic_deform_conv_without_padding',
-        'test_deform_conv_with_mask_bias',
-        'test_deform_conv_with_multiple_offset_groups',
-    ),
     'operators of domain ai.onnx.ml are not supported': (
         'test_ai_onnx_ml_array_feature_extractor',
         'test_ai_onnx_ml_binarizer',
         'test_ai_onnx_ml_tree_ensemble_set_membership',
         'test_ai_onnx_ml_tree_ensemble_single_tree',
-    ),
-    'op RoiAlign not supported': (
-        'test_roialign_aligned_false',
-        'test_roialign_aligned_true',
-        'test_roialign_mode_max',
-    ),
-    'op TensorScatter not supported': (
-        'test_tensorscatter_3d',
-        'test_tensorscatter_circular',
-        'test_tensorscatter',
-    ),
-    'op Det not supported': (
-        'test_det_2d',
-        'test_det_nd',
-    ),
-    'op STFT not supported': (
-        'test_stft',
-        'test_stft_with_window',
     ),
     # float16 rounding, not an error of ember's: at the mismatching elements ember is nearer
     # the exact (float64) attention than the suite's expected output, which is 1.4 units in

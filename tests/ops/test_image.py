@@ -90,6 +90,22 @@ def test_resize_cubic(exclude_outside):
            sizes=(1, 1, 7, 3), rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("mode", ["linear", "cubic"])
+@pytest.mark.parametrize("coordinate_mode, exclude_outside", [
+    ("half_pixel", 0), ("half_pixel", 1), ("asymmetric", 0), ("align_corners", 0),
+    ("pytorch_half_pixel", 1),
+])
+def test_resize_antialias(mode, coordinate_mode, exclude_outside):
+    """The filter widened by 1 / scale on downsampled axes (upsampled ones unchanged)."""
+    attrs = {"mode": mode, "antialias": 1, "coordinate_transformation_mode": coordinate_mode,
+             "exclude_outside": exclude_outside}
+    x = rand(1, 2, 9, 8)
+    resize(x, attrs, sizes=(1, 2, 3, 11), rtol=1e-4, atol=1e-5)
+    if coordinate_mode != "align_corners":  # fractional lengths: onnxruntime departs there
+        resize(x, attrs, scales=f32(1, 1, 0.5, 0.8), rtol=1e-4, atol=1e-5)
+        resize(rand(2, 13), attrs, scales=f32(1, 0.3), rtol=1e-4, atol=1e-5)
+
+
 def test_resize_tf_crop_and_resize():
     x = rand(1, 1, 6, 6)
     roi = f32(0, 0, 0.2, 0.1, 1, 1, 0.9, 1.3)

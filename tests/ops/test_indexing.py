@@ -49,3 +49,32 @@ def test_reverse_sequence_errors() -> None:
         b.add("ReverseSequence", [x, b.input("l32", (2,), "int32")])
     with pytest.raises(ShapeError, match=r"sequence_lens of shape \(3,\) must be \(2,\)"):
         b.add("ReverseSequence", [x, b.input("l3", (3,), "int64")])
+
+
+@pytest.mark.parametrize("mode, axis, past, update, starts", [
+    ("linear", -2, (3, 2, 6, 4), (3, 2, 3, 4), [0, 2, 3]),
+    ("circular", -2, (3, 2, 6, 4), (3, 2, 3, 4), [4, 5, 1]),
+    ("linear", 1, (2, 7, 3), (2, 2, 3), [5, 0]),
+    ("circular", 2, (2, 3, 5, 2), (2, 3, 5, 2), [3, 1]),
+    ("linear", -2, (2, 5, 3), (2, 1, 3), None),
+])
+def test_tensor_scatter_matches_onnxruntime(mode, axis, past, update, starts):
+    from tests.ops.onnx_ref import check_op
+
+    rng = np.random.default_rng(len(past) + sum(update))
+    inputs = [rng.standard_normal(past).astype("float32"),
+              rng.standard_normal(update).astype("float32")]
+    if starts is not None:
+        inputs.append(np.array(starts, "int64"))
+    check_op("TensorScatter", inputs, {"mode": mode, "axis": axis}, opset=24)
+
+
+def test_tensor_scatter_errors():
+    from ember.graph.ir import GraphBuilder
+
+    b = GraphBuilder("bad")
+    past = b.input("p", (2, 4, 3), "float32")
+    with pytest.raises(ShapeError, match="not the batch axis"):
+        b.add("TensorScatter", [past, b.input("u", (2, 1, 3), "float32")], {"axis": 0})
+    with pytest.raises(ShapeError, match="may not be longer"):
+        b.add("TensorScatter", [past, b.input("u2", (2, 5, 3), "float32")], {"axis": 1})

@@ -1,4 +1,4 @@
-"""LSTM and GRU against onnxruntime over directions, optional inputs and attributes."""
+"""RNN, LSTM and GRU against onnxruntime over directions, optional inputs and attributes."""
 
 import numpy as np
 import pytest
@@ -64,6 +64,28 @@ def test_gru_matches_onnxruntime(direction, kwargs, attrs):
              {"hidden_size": H, "direction": direction, **attrs}, num_outputs=2, **TOL)
 
 
+def rnn_inputs(dirs: int, bias=True, lens=None, init=False):
+    inputs = [rand(T, B, I), rand(dirs, H, I), rand(dirs, H, H),
+              rand(dirs, 2 * H) if bias else None, lens, rand(dirs, B, H) if init else None]
+    while inputs[-1] is None:
+        inputs.pop()
+    return inputs
+
+
+@pytest.mark.parametrize("direction, kwargs, attrs", [
+    ("forward", {}, {}),
+    ("reverse", {"init": True}, {}),
+    ("bidirectional", {"lens": LENS, "init": True}, {}),
+    ("reverse", {"lens": LENS, "bias": False}, {"clip": 0.4}),
+    ("forward", {}, {"activations": ["Relu"]}),
+    ("bidirectional", {}, {"activations": ["LeakyRelu", "Sigmoid"], "activation_alpha": [0.2]}),
+])
+def test_simple_rnn_matches_onnxruntime(direction, kwargs, attrs):
+    dirs = 2 if direction == "bidirectional" else 1
+    check_op("RNN", rnn_inputs(dirs, **kwargs),
+             {"hidden_size": H, "direction": direction, **attrs}, num_outputs=2, **TOL)
+
+
 def test_batch_major_layout_matches_sequence_major():
     """layout=1 (onnxruntime lacks it): same numbers as layout 0 with transposed tensors."""
     x, w, r, bias = rand(T, B, I), rand(2, 4 * H, I), rand(2, 4 * H, H), rand(2, 8 * H)
@@ -87,6 +109,8 @@ def test_rnn_errors():
         b.add("LSTM", [x, w, b.constant("r2", rand(1, 4 * H, H + 1))], {"hidden_size": H})
     with pytest.raises(ShapeError, match="input W has shape"):
         b.add("GRU", [x, w, r], {"hidden_size": H})
+    with pytest.raises(ShapeError, match="input W has shape"):
+        b.add("RNN", [x, w, r], {"hidden_size": H})
     with pytest.raises(UnsupportedOpError, match="activation 'gelu'"):
         b.add("LSTM", [x, w, r], {"hidden_size": H, "activations": ["Gelu", "Tanh", "Tanh"]})
     with pytest.raises(UnsupportedOpError, match="layout=2"):
@@ -98,6 +122,7 @@ def test_rnn_errors():
     ("LSTM", "forward", {"clip": 0.8}, None),
     ("GRU", "reverse", {"linear_before_reset": 1}, None),
     ("GRU", "bidirectional", {}, np.array([2, 7, 5], "int32")),
+    ("RNN", "bidirectional", {"clip": 1.5}, np.array([3, 7, 6], "int32")),
 ])
 def test_packed_weights_match_onnxruntime(kind, direction, attrs, lens):
     """Weights as constants (packed at compile time), hidden sizes that are not a multiple
@@ -105,7 +130,8 @@ def test_packed_weights_match_onnxruntime(kind, direction, attrs, lens):
     from ember.lowering.kernel import run_op
 
     t, b, i, h = 7, 3, 36, 20
-    gates, dirs = (4 if kind == "LSTM" else 3), (2 if direction == "bidirectional" else 1)
+    gates = {"LSTM": 4, "GRU": 3, "RNN": 1}[kind]
+    dirs = 2 if direction == "bidirectional" else 1
     rng = np.random.default_rng(11)
 
     def r(*shape):

@@ -72,3 +72,35 @@ def test_dft_errors() -> None:
               {"axis": 1, "inverse": 1, "onesided": 1})
     with pytest.raises(ShapeError, match=r"DFT needs a float input, got int32"):
         b.add("DFT", [b.input("i", (2, 6, 2), "int32")], {"axis": 1})
+
+
+@pytest.mark.parametrize("length, step, windowed, components, onesided", [
+    (16, 8, False, 1, 1),
+    (16, 5, True, 1, 1),
+    (12, 4, True, 1, 0),
+    (10, 3, False, 2, 0),
+    (9, 4, True, 2, 0),
+])
+def test_stft_matches_onnxruntime(length, step, windowed, components, onesided) -> None:
+    from tests.ops.onnx_ref import check_op
+
+    rng = np.random.default_rng(length * step)
+    signal = rng.standard_normal((2, 50, components)).astype("float32")
+    window = rng.random(length).astype("float32") if windowed else None
+    consts = {1: np.array(step, "int64"),
+              3: None if windowed else np.array(length, "int64")}
+    inputs = [signal, window] if windowed else [signal, None]
+    check_op("STFT", inputs, {"onesided": onesided}, opset=17, const_inputs=consts,
+             attr_names={1: "frame_step", 3: "frame_length"}, rtol=1e-4, atol=1e-4)
+
+
+def test_stft_errors() -> None:
+    b = GraphBuilder("bad")
+    x = b.input("x", (1, 20, 1), "float32")
+    with pytest.raises(ShapeError, match="give a window or a positive frame_length"):
+        b.add("STFT", [x, None], {"frame_step": 2})
+    with pytest.raises(ShapeError, match="do not fit"):
+        b.add("STFT", [x, None], {"frame_step": 2, "frame_length": 30})
+    z = b.input("z", (1, 20, 2), "float32")
+    with pytest.raises(UnsupportedOpError, match="onesided=1 needs a real signal"):
+        b.add("STFT", [z, None], {"frame_step": 2, "frame_length": 4})

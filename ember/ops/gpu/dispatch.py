@@ -19,7 +19,7 @@ GPU_KINDS = ("cuda", "rocm", "opencl", "metal")
 # anchor ops whose reduction is a matrix product (shared-memory tiles)
 MATMUL_OPS = ("MatMul", "Gemm", "Dense", "BatchMatMul", "MatMulInteger")
 CONV_OPS = ("Conv", "ConvTranspose")
-RNN_OPS = ("LSTM", "GRU")
+RNN_OPS = ("LSTM", "GRU", "RNN")
 
 
 def is_gpu(target: Target) -> bool:

@@ -1,4 +1,4 @@
-"""GPU schedule of LSTM / GRU (ember.ops.rnn's te.scan computes) and its knobs.
+"""GPU schedule of RNN / LSTM / GRU (ember.ops.rnn's te.scan computes) and its knobs.
 
 The input projection for every step is one GEMM kernel before the recurrence (one thread
 per output, each row block of x and panel of W read by neighbouring threads). The scan's
@@ -22,8 +22,8 @@ from ember.te.schedule import Attach, Schedule
 from ember.te.tensor import ComputeOp, ScanOp, Tensor
 
 # computes kept as their own kernels (the rest of the group is inlined into its readers)
-_KEEP = ("RNN.init", "LSTM.cell", "GRU.cell", "GRU.reset", "LSTM.input_bias",
-         "GRU.input_bias", "LSTM.rec", "GRU.rec", "GRU.rec_h")
+_KEEP = ("RNN.init", "LSTM.cell", "GRU.cell", "RNN.cell", "GRU.reset", "LSTM.input_bias",
+         "GRU.input_bias", "RNN.input_bias", "LSTM.rec", "GRU.rec", "RNN.rec", "GRU.rec_h")
 
 
 @dataclass(frozen=True)
