@@ -10,7 +10,7 @@ magnitude; what the search needs is which candidate of this task is faster).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -36,13 +36,19 @@ def relevance(costs: Sequence[float]) -> np.ndarray:
     return np.where(finite, best / np.where(finite, c, 1.0), 0.0)
 
 
+OBJECTIVES = ("rank:pairwise", "rank:ndcg", "reg:squarederror")
+
+
 class XGBoostCostModel:
     """Gradient-boosted trees with a pairwise ranking objective (`rank:pairwise`)."""
 
     def __init__(self, rounds: int = 60, max_depth: int = 6, learning_rate: float = 0.3,
-                 seed: int = 0) -> None:
+                 seed: int = 0, objective: str = "rank:pairwise") -> None:
+        if objective not in OBJECTIVES:
+            raise TuningError(f"cost model: objective must be one of {OBJECTIVES}, got "
+                              f"{objective!r}")
         self.rounds, self.seed = rounds, seed
-        self.params = {"objective": "rank:pairwise", "max_depth": max_depth,
+        self.params = {"objective": objective, "max_depth": max_depth,
                        "eta": learning_rate, "min_child_weight": 1, "subsample": 1.0,
                        "seed": seed, "nthread": 1, "verbosity": 0}
         self._booster: object | None = None
@@ -52,9 +58,11 @@ class XGBoostCostModel:
         return self._booster is not None
 
     def fit(self, features: Sequence[Sequence[float]], costs: Sequence[float],
-            groups: Sequence[str]) -> None:
+            groups: Sequence[str], weights: Mapping[str, float] | None = None) -> None:
         """Train on measured samples: `costs` in seconds (inf for a failed candidate), each
-        sample's task in `groups` (labels are ranked within a task only)."""
+        sample's task in `groups` (labels are ranked within a task only); `weights`: a
+        group's weight (default 1), e.g. more for the task being tuned than for the tasks
+        its records were transferred from."""
         if not (len(features) == len(costs) == len(groups)):
             raise TuningError(f"cost model: {len(features)} feature rows, {len(costs)} costs "
                               f"and {len(groups)} groups")
@@ -76,8 +84,14 @@ class XGBoostCostModel:
             self._booster = None
             return
         # relevance grades: xgboost's rank objectives compare label values
-        dtrain = xgb.DMatrix(X, label=np.round(labels * 30.0))  # type: ignore[attr-defined]
-        dtrain.set_group(sizes)
+        graded = self.params["objective"].startswith("rank:")
+        dtrain = xgb.DMatrix(X, label=np.round(labels * 30.0) if graded  # type: ignore
+                             else labels)
+        if graded:
+            dtrain.set_group(sizes)
+        if weights:  # ranking: one weight a group; otherwise one a sample
+            rows = [keys[i] for i in np.cumsum([0] + sizes[:-1])] if graded else keys
+            dtrain.set_weight(np.asarray([float(weights.get(k, 1.0)) for k in rows]))
         self._booster = xgb.train(self.params, dtrain,  # type: ignore[attr-defined]
                                   num_boost_round=self.rounds)
 

@@ -80,10 +80,24 @@ class GridSearch:
         pass
 
 
+INITIAL_BATCHES = ("near-and-spread", "spread", "random")
+
+
 class ModelSearch:
     """Model-guided search: fit the cost model on what was measured, run simulated annealing
     chains over its predictions, propose the best-predicted untried points, and a share
-    `epsilon` of random ones (the model is wrong where it has seen nothing)."""
+    `epsilon` of exploring ones (the model is wrong where it has seen nothing), chosen far
+    in feature space from what was measured.
+
+    Before the model has data (no transfer, fewer than `min_samples` measurements), the
+    batch is `initial`: "random" (uniform, the default: it did best in the replay of
+    benchmarks/search_efficiency.py), "spread" (points chosen one by one farthest in
+    standardized feature space from what was measured) or "near-and-spread" (half the
+    untried points nearest in knob steps to the best measured one, the default schedule
+    at first, half spread). Candidates whose features equal a measured point's (knobs that
+    change nothing in the lowered program) go last. The task's own samples weigh
+    `own_weight` times a transferred task's in the model ("auto": up to as much as all
+    the transferred tasks together, growing with its own samples)."""
 
     name = "xgb"
 
@@ -91,19 +105,29 @@ class ModelSearch:
                  task_key: str = "task", seed: int = 0, epsilon: float = 0.2,
                  transfer: Sequence[tuple[Sequence[float], float, str]] = (),
                  max_evaluations: int = 256, chains: int = 8, steps: int = 40,
-                 min_samples: int = 4, model: XGBoostCostModel | None = None) -> None:
+                 min_samples: int = 4, model: XGBoostCostModel | None = None,
+                 own_weight: float | str = "auto", initial: str = "random") -> None:
         if not 0.0 <= epsilon <= 1.0:
             raise TuningError(f"ModelSearch: epsilon must be in [0, 1], got {epsilon}")
+        if initial not in INITIAL_BATCHES:
+            raise TuningError(f"ModelSearch: initial must be one of {INITIAL_BATCHES}, got "
+                              f"{initial!r}")
+        if own_weight != "auto" and not (isinstance(own_weight, (int, float))
+                                         and own_weight > 0):
+            raise TuningError(f"ModelSearch: own_weight must be 'auto' or > 0, got "
+                              f"{own_weight!r}")
         self.space, self.featurize, self.task_key = space, featurize, task_key
         self.rng = random.Random(seed)
         self.epsilon, self.max_evaluations = epsilon, max_evaluations
         self.chains, self.steps, self.min_samples = chains, steps, min_samples
+        self.own_weight, self.initial = own_weight, initial
         self.model = model or XGBoostCostModel(seed=seed)
         self.transfer = list(transfer)
         self.samples: list[tuple[Sequence[float], float]] = []
         self._features: dict[str, Sequence[float]] = {}
         self._best: list[Point] = []
         self._costs: dict[str, float] = {}
+        self._measured: set[tuple[float, ...]] = set()   # feature vectors measured
 
     def features(self, point: Point) -> Sequence[float]:
         key = knobs_json(point)
@@ -114,6 +138,7 @@ class ModelSearch:
     def observe(self, points: Sequence[Mapping[str, Any]], costs: Sequence[float]) -> None:
         for p, c in zip(points, costs):
             self.samples.append((self.features(dict(p)), c))
+            self._measured.add(tuple(self.features(dict(p))))
             if math.isfinite(c):
                 self._costs[knobs_json(p)] = c
                 self._best.append(dict(p))
@@ -128,25 +153,103 @@ class ModelSearch:
             self.transfer = list(transfer)
             self._fit()
 
+    def _weights(self) -> dict[str, float]:
+        if self.own_weight != "auto":
+            return {self.task_key: float(self.own_weight)}
+        if not self.transfer or not self.samples:
+            return {}
+        sources = len({g for _, _, g in self.transfer})
+        # grows with the task's own samples: a few measurements rank less surely
+        share = min(1.0, len(self.samples) / 16)
+        return {self.task_key: max(1.0, sources * share)}
+
     def _fit(self) -> None:
         rows = [f for f, _ in self.samples] + [f for f, _, _ in self.transfer]
         costs_all = [c for _, c in self.samples] + [c for _, c, _ in self.transfer]
         groups = [self.task_key] * len(self.samples) + [g for _, _, g in self.transfer]
         if len(self.samples) + len(self.transfer) >= self.min_samples:
-            self.model.fit(rows, costs_all, groups)
+            self.model.fit(rows, costs_all, groups, self._weights())
 
     def propose(self, n: int, tried: set[str]) -> list[Point]:
         if n <= 0:
             return []
         if not self.model.trained:
-            return _untried(self.space, tried, n, self.rng)
+            if self.initial == "random":
+                return _untried(self.space, tried, n, self.rng)
+            return self._first_batch(n, tried)
         explore = sum(1 for _ in range(n) if self.rng.random() < self.epsilon)
         candidates = self._anneal(tried)
         ranked = sorted(candidates.items(), key=lambda kv: -kv[1][1])
-        chosen = [p for _, (p, _) in ranked[:n - explore]]
+        # a candidate that lowers to a measured program (same features) goes last
+        fresh = [p for _, (p, _) in ranked if tuple(self.features(p)) not in self._measured]
+        same = [p for _, (p, _) in ranked if tuple(self.features(p)) in self._measured]
+        chosen = _distinct_programs(fresh, n - explore, self.features)
         picked = {knobs_json(p) for p in chosen}
-        chosen += _untried(self.space, tried, n - len(chosen), self.rng, picked)
+        pool = _untried(self.space, tried, 4 * n, self.rng, picked)
+        chosen += self._spread(pool, n - len(chosen), chosen)
+        picked = {knobs_json(p) for p in chosen}
+        chosen += [p for p in same if knobs_json(p) not in picked][:n - len(chosen)]
+        if len(chosen) < n:
+            picked = {knobs_json(p) for p in chosen}
+            chosen += _untried(self.space, tried, n - len(chosen), self.rng, picked)
         return chosen
+
+    def _first_batch(self, n: int, tried: set[str]) -> list[Point]:
+        """"spread" or "near-and-spread" (see the class); random when nothing was measured."""
+        if not self._best:
+            return _untried(self.space, tried, n, self.rng)
+        center = self._best[0]
+        near = self._nearest(center, tried, 4 * n)
+        near = [p for p in near if tuple(self.features(p)) not in self._measured]
+        chosen = _distinct_programs(near, (n + 1) // 2 if self.initial == "near-and-spread"
+                                    else 0, self.features)
+        picked = {knobs_json(p) for p in chosen}
+        pool = _untried(self.space, tried, 8 * n, self.rng, picked)
+        chosen += self._spread(pool, n - len(chosen), chosen)
+        if len(chosen) < n:
+            picked = {knobs_json(p) for p in chosen}
+            chosen += _untried(self.space, tried, n - len(chosen), self.rng, picked)
+        return chosen
+
+    def _nearest(self, center: Point, tried: set[str], n: int) -> list[Point]:
+        """Up to n untried points by knob-step distance from `center` (ties at random)."""
+        if self.space.size <= 4096:
+            pool = [p for p in self.space.points() if knobs_json(p) not in tried]
+        else:
+            pool = {knobs_json(q): q for q in (self._neighbour(center) for _ in range(8 * n))
+                    if knobs_json(q) not in tried}.values()  # type: ignore[assignment]
+            pool = list(pool)
+        self.rng.shuffle(pool)
+        pool.sort(key=lambda p: _knob_distance(self.space, center, p))
+        return pool[:n]
+
+    def _spread(self, pool: Sequence[Point], n: int, chosen: Sequence[Point]) -> list[Point]:
+        """n points of `pool` chosen one by one farthest (standardized feature distance)
+        from the measured points and those chosen, skipping measured programs."""
+        if n <= 0:
+            return []
+        pool = [p for p in pool if tuple(self.features(p)) not in self._measured]
+        if not pool:
+            return []
+        X = np.asarray([self.features(p) for p in pool], dtype=np.float64)
+        anchors = [f for f, _ in self.samples] + [self.features(p) for p in chosen]
+        scale = np.std(np.vstack([X] + ([np.asarray(anchors)] if anchors else [])), axis=0)
+        scale[scale == 0] = 1.0
+        Z = X / scale
+        if anchors:
+            A = np.asarray(anchors, dtype=np.float64) / scale
+            distance = np.min(np.linalg.norm(Z[:, None, :] - A[None, :, :], axis=2), axis=1)
+        else:
+            distance = np.full(len(pool), np.inf)
+        out: list[Point] = []
+        for _ in range(min(n, len(pool))):
+            i = int(np.argmax(distance))
+            if out and distance[i] <= 0:
+                break
+            out.append(pool[i])
+            distance = np.minimum(distance, np.linalg.norm(Z - Z[i], axis=1))
+            distance[i] = -1.0
+        return out
 
     def _score(self, points: Sequence[Point]) -> np.ndarray:
         return self.model.predict([self.features(p) for p in points])
@@ -194,6 +297,34 @@ class ModelSearch:
         else:
             out[name] = values[max(0, min(len(values) - 1, index + self.rng.choice((-1, 1))))]
         return out
+
+
+def _knob_distance(space: Space, a: Mapping[str, Any], b: Mapping[str, Any]) -> float:
+    """Steps between two points: per knob, how many choices apart their values are."""
+    total = 0
+    for name, values in space.choices.items():
+        if a.get(name) == b.get(name):
+            continue
+        if a.get(name) in values and b.get(name) in values:
+            total += abs(values.index(a[name]) - values.index(b[name]))
+        else:
+            total += len(values)
+    return float(total)
+
+
+def _distinct_programs(points: Sequence[Point], n: int,
+                       features: Callable[[Point], Sequence[float]]) -> list[Point]:
+    """The first n points of `points` whose features differ from those before them."""
+    out: list[Point] = []
+    seen: set[tuple[float, ...]] = set()
+    for p in points:
+        if len(out) >= n:
+            break
+        f = tuple(features(p))
+        if f not in seen:
+            seen.add(f)
+            out.append(p)
+    return out
 
 
 SEARCHES = {"random": RandomSearch, "grid": GridSearch, "xgb": ModelSearch}

@@ -66,7 +66,7 @@ class TuneTask:
 
         funcs = lowering.lower_group(self.group, Target(self.target), self.knobs_at(point),
                                      optimized=False)
-        return loop_features(funcs[0])
+        return loop_features(funcs[0], Target(self.target))
 
     def default_point(self) -> dict[str, Any]:
         """The default knobs as a point of the space (only the knobs the space varies)."""

@@ -1,13 +1,24 @@
-"""Loop features follow the schedule: counts scale with the work, loop kinds are seen."""
+"""Loop features follow the schedule: counts are per flop (so they do not change with the
+task's size), strides, reuse and the register tile follow the loop order and the target."""
 
 import math
+
+import pytest
 
 from ember import te
 from ember.autotune.features import FEATURE_NAMES, loop_features
 from ember.te.lower import lower_schedule
+from ember.target import Target
+
+ZEN4 = "llvm -mcpu=znver4 -num-cores=4"      # 32 vector registers of 512 bits
+HASWELL = "llvm -mcpu=haswell -num-cores=4"  # 16 of 256 bits
 
 
-def _add(vectorize: bool, parallel: bool, n: int = 1024):
+def _features(s, args, target=ZEN4):
+    return dict(zip(FEATURE_NAMES, loop_features(lower_schedule(s, args, "f"), target)))
+
+
+def _add(vectorize: bool, parallel: bool, n: int = 1024, target=ZEN4):
     a = te.placeholder((n,), "float32", name="a")
     b = te.placeholder((n,), "float32", name="b")
     c = te.compute((n,), lambda i: a[i] * b[i] + a[i], name="c")
@@ -17,18 +28,91 @@ def _add(vectorize: bool, parallel: bool, n: int = 1024):
         s[c].vectorize(inner)
     if parallel:
         s[c].parallel(outer)
-    return dict(zip(FEATURE_NAMES, loop_features(lower_schedule(s, [a, b, c], "f"))))
+    return _features(s, [a, b, c], target)
 
 
-def test_counts_and_kinds():
+def _matmul(n: int, order: str, tile: int = 1, target=ZEN4):
+    """C = A @ B, n x n x n, the loops in `order` ("ijk" or "ikj"); `tile` > 1 splits j by
+    it, unrolls the tile and moves it innermost."""
+    a = te.placeholder((n, n), "float32", name="A")
+    b = te.placeholder((n, n), "float32", name="B")
+    k = te.reduce_axis((0, n), name="k")
+    c = te.compute((n, n), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name="C")
+    s = te.create_schedule(c.op)
+    i, j = c.op.axis
+    if tile > 1:
+        jo, ji = s[c].split(j, tile)
+        s[c].reorder(i, jo, k, ji)
+        s[c].unroll(ji)
+    elif order == "ikj":
+        s[c].reorder(i, k, j)
+    return _features(s, [a, b, c], target)
+
+
+def test_counts_are_per_flop():
     plain = _add(False, False)
     assert plain["float_ops"] == round(math.log2(1 + 2 * 1024), 6)  # one mul, one add each
-    assert plain["loads"] == round(math.log2(1 + 3 * 1024), 6)
-    assert plain["stores"] == round(math.log2(1 + 1024), 6)
-    assert plain["loads_stride1"] == plain["loads"] and plain["loops_serial"] > 0
+    assert plain["loads"] == 1.5 and plain["stores"] == 0.5        # 3 loads, 1 store / 2 flops
+    assert plain["stride1"] == 1.0 and plain["stride0"] == 0.0
+    assert plain["reuse_none"] == pytest.approx(1.0)
+    assert plain["loops_serial"] > 0 and plain["loops_parallel"] == 0
+
+
+def test_features_do_not_grow_with_the_task_but_its_scale():
+    small, big = _add(True, True, 1024), _add(True, True, 8192)
+    assert big["float_ops"] > small["float_ops"]
+    size_bound = {"float_ops", "parallel_per_thread", "task_bytes_over_l2",
+                  "body_bytes_over_l1"}
+    for name in FEATURE_NAMES:
+        if name not in size_bound:
+            assert small[name] == pytest.approx(big[name], abs=1e-6), name
+
+
+def test_loop_kinds_parallel_tasks_and_vector_width():
     tuned = _add(True, True)
-    assert tuned["loops_vectorized"] == 1 and tuned["vector_extent"] == round(math.log2(17), 6)
-    assert tuned["loops_parallel"] == 1 and tuned["parallel_extent"] == round(math.log2(65), 6)
-    assert plain["loops_parallel"] == 0 and plain["loops_vectorized"] == 0
-    big = _add(False, False, 4096)
-    assert big["float_ops"] > plain["float_ops"]
+    assert tuned["loops_vectorized"] == 1 and tuned["vector_extent"] == 16
+    assert tuned["vector_fill"] == 1.0                   # 16 float32 lanes of a zmm
+    assert _add(True, True, target=HASWELL)["vector_fill"] == 2.0  # two ymm
+    assert tuned["loops_parallel"] == 1 and tuned["parallel_per_thread"] == 64 / 4
+    assert tuned["parallel_balance"] == 1.0
+    three = _add(True, True, target="llvm -mcpu=znver4 -num-cores=3")
+    assert three["parallel_balance"] == pytest.approx(64 / (22 * 3), abs=1e-6)
+
+
+def test_strides_follow_the_loop_order():
+    ijk, ikj = _matmul(32, "ijk"), _matmul(32, "ikj")
+    # k innermost: B[k, j] jumps a row (far), A[i, k] is contiguous, C[i, j] is reused
+    assert ijk["stride_far"] > 0 and ijk["stride0"] > 0
+    # j innermost: B and C contiguous, A[i, k] reused
+    assert ikj["stride_far"] == 0 and ikj["stride1"] > ijk["stride1"]
+    assert ijk["gather"] == 0 and ikj["gather"] == 0
+
+
+def test_reuse_distance_against_the_caches():
+    # i, k, j: A[i, k] is reused across j (distance: one row of B and of C)
+    small, big = _matmul(16, "ikj"), _matmul(2048, "ikj")
+    assert small["reuse_none"] < 0.05 and big["reuse_none"] < 0.05  # C's zeroing only
+    assert small["reuse_far"] == 0 and small["reuse_l2"] == 0
+    # the rows of 2048 floats still fit L1d (16 KiB of 32), but B's 16 MiB between
+    # two uses of a row of C (its reuse loop is k) exceed L2
+    assert big["reuse_far"] > 0
+    assert big["body_bytes_over_l1"] > small["body_bytes_over_l1"]
+
+
+def test_register_tile_against_the_target():
+    zen4, haswell = _matmul(64, "ijk", tile=16), _matmul(64, "ijk", tile=16, target=HASWELL)
+    assert zen4["register_tile"] == 16 and zen4["unroll_product"] == 16
+    assert zen4["tile_over_registers"] == 0.5 and haswell["tile_over_registers"] == 1.0
+    assert zen4["tile_over_latency"] == 16 / Target(ZEN4).facts.latency_accumulators
+    assert _matmul(64, "ijk")["register_tile"] == 0  # nothing unrolled
+
+
+def test_guards_count_tail_tiles():
+    def split(factor):
+        a = te.placeholder((100,), "float32", name="a")
+        c = te.compute((100,), lambda i: a[i] * 2.0, name="c")
+        s = te.create_schedule(c.op)
+        s[c].split(c.op.axis[0], factor)
+        return _features(s, [a, c])
+
+    assert split(10)["guards"] == 0 and split(16)["guards"] > 0
