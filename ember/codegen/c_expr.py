@@ -4,7 +4,9 @@ A vector expression is printed for one lane at a time: `print(e, lane="lane")` r
 Ramp by `base + lane * stride`, each Broadcast by its scalar and each vector variable by its
 element, so a vector Store becomes a small scalar loop over lanes. Let expressions become
 `const` locals declared before the statement that uses them (`ExprPrinter.prelude`), except
-under a guard (a Select branch, the right side of && or ||), where they are substituted.
+under a guard (a Select branch, the right side of && or ||), where they are substituted
+unless every load in the bound value carries its own predicate (then evaluating it where the
+guard is false reads nothing it should not).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from ember.errors import CodegenError
 from ember.tir import expr as E
 from ember.tir.expr import Expr
 from ember.tir.function import Buffer
-from ember.tir.functor import substitute
+from ember.tir.functor import post_order_visit, substitute
 
 # C operator precedence (higher binds tighter)
 PRIMARY, UNARY, MUL, ADD, REL, EQUAL, LAND, LOR, COND = 16, 15, 13, 12, 10, 9, 5, 4, 3
@@ -187,7 +189,7 @@ class ExprPrinter:
             case E.Broadcast(value, _):
                 return self.print(value, None)
             case E.Let(var, value, body):
-                if self._guarded:
+                if self._guarded and not _speculable(value):
                     # hoisting would evaluate `value` even where the guard is false
                     return self.print(substitute(body, {var: value}), lane)
                 self._hoist_let(var, value, lane)
@@ -393,3 +395,12 @@ class ExprPrinter:
         if element.bits == 16:
             return f"{self.helper('ember_f16_round')}({text})", PRIMARY
         return text, prec
+
+
+def _speculable(value: Expr) -> bool:
+    """May `value` be evaluated where its guard is false? Yes when every load in it carries
+    its own predicate (a te.if_then_else branch's loads do, and the inlined values bound there
+    are nested Lets: substituting those would copy each one at every use)."""
+    loads: list[E.Load] = []
+    post_order_visit(value, lambda n: loads.append(n) if isinstance(n, E.Load) else None)
+    return all(ld.predicate is not None for ld in loads)
