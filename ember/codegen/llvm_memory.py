@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from llvmlite import ir
 
 from ember.codegen.llvm_expr import I1, I32, memory_type, type_suffix
-from ember.codegen.llvm_shuffle import emit_offset_load, offset_plan
+from ember.codegen.llvm_shuffle import concat_vectors, emit_offset_load, offset_plan
 from ember.errors import CodegenError
 from ember.tir.expr import Broadcast, Expr, IntImm, Load, Ramp
 from ember.tir.function import Buffer
@@ -81,10 +81,8 @@ def emit_load(em: ExprEmitter, e: Load) -> ir.Value:
             mask = _mask(em, e.predicate, dtype.lanes)
             value = b_.select(mask, b_.load(ptr, typ=ty, align=align), ir.Constant(ty, None))
         else:
-            mask = _mask(em, e.predicate, dtype.lanes)
-            fn = em.declare(f"llvm.masked.load.{type_suffix(ty)}.p0", ty,
-                            [ptr.type, I32, mask.type, ty])
-            value = b_.call(fn, [ptr, ir.Constant(I32, align), mask, ir.Constant(ty, None)])
+            value = _masked_load(em, ptr, _mask(em, e.predicate, dtype.lanes), ty, align,
+                                 em.native_lanes(elem))
     elif isinstance(index, Broadcast) and e.predicate is None:
         ptr = em.element_pointer(base, elem, em.expr(index.value))
         value = em.broadcast(b_.load(ptr, typ=memory_type(elem), align=align), dtype.lanes)
@@ -99,6 +97,76 @@ def emit_load(em: ExprEmitter, e: Load) -> ir.Value:
     if elem.is_bool:  # one byte in memory, i1 in registers
         value = b_.icmp_unsigned("!=", value, ir.Constant(ty, None))
     return value
+
+
+def _register_chunks(lanes: int, native: int) -> list[int]:
+    """Start lanes of the register-wide pieces a masked access of `lanes` is split into."""
+    if lanes <= native:
+        return [0]
+    return list(range(0, lanes, native))
+
+
+def _piece(em: ExprEmitter, vector: ir.Value, start: int, width: int, fill: ir.Value
+           ) -> ir.Value:
+    """Lanes start..start+width of `vector`; lanes past its end come from vector `fill`."""
+    lanes = vector.type.count
+    picks = [start + j if start + j < lanes else lanes for j in range(width)]
+    return em.builder.shuffle_vector(vector, fill, ir.Constant(ir.VectorType(I32, width), picks))
+
+
+def _piece_pointer(em: ExprEmitter, ptr: ir.Value, elem_type: ir.Type, start: int) -> ir.Value:
+    # masked-off lanes may lie outside the buffer: no inbounds here
+    if not start:
+        return ptr
+    piece = em.builder.gep(ptr, [ir.Constant(I32, start)], source_etype=elem_type)
+    piece.type = ptr.type
+    return piece
+
+
+def _masked_load(em: ExprEmitter, ptr: ir.Value, mask: ir.Value, ty: ir.VectorType,
+                 align: int, native: int) -> ir.Value:
+    """llvm.masked.load of `ty` (zero where masked off), one register-wide call per piece.
+
+    LLVM's x86 back end miscompiles a masked load wider than a register when it splits it
+    and one half's mask is all false (it loads that half unmasked), so wide accesses are
+    split here, where every piece is legal as it stands."""
+    b_ = em.builder
+    lanes = ty.count
+    starts = _register_chunks(lanes, native)
+    width = lanes if len(starts) == 1 else native
+    piece_type = ir.VectorType(ty.element, width)
+    false = ir.Constant(mask.type, [ir.Constant(I1, 0)] * lanes)
+    fn = em.declare(f"llvm.masked.load.{type_suffix(piece_type)}.p0", piece_type,
+                    [ptr.type, I32, ir.VectorType(I1, width), piece_type])
+    pieces = [b_.call(fn, [_piece_pointer(em, ptr, ty.element, start), ir.Constant(I32, align),
+                           mask if len(starts) == 1 else _piece(em, mask, start, width, false),
+                           ir.Constant(piece_type, None)])
+              for start in starts]
+    if len(pieces) == 1:
+        return pieces[0]
+    whole = concat_vectors(em, pieces)
+    return _piece(em, whole, 0, lanes, ir.Constant(whole.type, None))
+
+
+def _masked_store(em: ExprEmitter, value: ir.Value, ptr: ir.Value, mask: ir.Value, align: int,
+                  native: int) -> None:
+    """llvm.masked.store of `value`, one register-wide call per piece (see _masked_load)."""
+    b_ = em.builder
+    ty = value.type
+    lanes = ty.count
+    starts = _register_chunks(lanes, native)
+    width = lanes if len(starts) == 1 else native
+    piece_type = ir.VectorType(ty.element, width)
+    false = ir.Constant(mask.type, [ir.Constant(I1, 0)] * lanes)
+    fn = em.declare(f"llvm.masked.store.{type_suffix(piece_type)}.p0", ir.VoidType(),
+                    [piece_type, ptr.type, I32, ir.VectorType(I1, width)])
+    for start in starts:
+        if len(starts) == 1:
+            b_.call(fn, [value, ptr, ir.Constant(I32, align), mask])
+            continue
+        b_.call(fn, [_piece(em, value, start, width, ir.Constant(ty, None)),
+                     _piece_pointer(em, ptr, ty.element, start), ir.Constant(I32, align),
+                     _piece(em, mask, start, width, false)])
 
 
 def _offset_load(em: ExprEmitter, base: ir.Value, e: Load) -> ir.Value | None:
@@ -146,10 +214,8 @@ def emit_store(em: ExprEmitter, s: Store) -> None:
             old = b_.load(ptr, typ=ty, align=align)
             b_.store(b_.select(mask, value, old), ptr, align=align)
         else:
-            mask = _mask(em, s.predicate, lanes)
-            fn = em.declare(f"llvm.masked.store.{type_suffix(ty)}.p0", ir.VoidType(),
-                            [ty, ptr.type, I32, mask.type])
-            b_.call(fn, [value, ptr, ir.Constant(I32, align), mask])
+            _masked_store(em, value, ptr, _mask(em, s.predicate, lanes), align,
+                          em.native_lanes(elem))
     else:
         index_value = em.expr(index)
         if not isinstance(index_value.type, ir.VectorType):

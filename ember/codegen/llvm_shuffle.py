@@ -58,7 +58,7 @@ def _locate(offset: int, width: int, starts: list[int]) -> int:
     return chunk * width + offset - starts[chunk]
 
 
-def _concat(em: ExprEmitter, parts: list[ir.Value]) -> ir.Value:
+def concat_vectors(em: ExprEmitter, parts: list[ir.Value]) -> ir.Value:
     """One vector holding `parts` (equal vector types) one after another, padded to 2^k."""
     b_ = em.builder
     while len(parts) > 1:
@@ -133,7 +133,7 @@ def emit_offset_load(em: ExprEmitter, base_ptr: ir.Value, elem: DType, plan: Off
                         [ptr.type, I32, mask.type, chunk_type])
         chunks.append(b_.call(fn, [ptr, ir.Constant(I32, align), mask,
                                    ir.Constant(chunk_type, None)]))
-    whole = _concat(em, chunks)
+    whole = concat_vectors(em, chunks)
     picks = [_locate(o, width, starts) for o in offsets]
     return b_.shuffle_vector(whole, ir.Constant(whole.type, None),
                              ir.Constant(ir.VectorType(I32, lanes), picks))

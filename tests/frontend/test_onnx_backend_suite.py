@@ -31,13 +31,6 @@ with warnings.catch_warnings():  # generating the node tests' data warns about c
 REASONS = {name: reason for reason, names in EXPECTED_FAILURES.items() for name in names}
 
 OnnxBackendNodeModelTest = backend_test.enable_report().test_cases["OnnxBackendNodeModelTest"]
-# An open bug, not an expected failure: on hosts with 256-bit vectors (AVX2, no AVX-512) the
-# 3-d ConvTranspose kernel returns wrong values in its last output column (the same loop
-# program is right with 128- and 512-bit vectors); skipped there until it is fixed.
-if Target("llvm").facts.vector_bits == 256:
-    OnnxBackendNodeModelTest.test_convtranspose_3d_cpu = unittest.skip(  # type: ignore
-        "open bug: wrong last column of 3-d ConvTranspose with 256-bit vectors")(
-        OnnxBackendNodeModelTest.test_convtranspose_3d_cpu)
 SUITE = {n.removesuffix("_cpu") for n in vars(OnnxBackendNodeModelTest) if n.endswith("_cpu")}
 for _name in list(vars(OnnxBackendNodeModelTest)):
     if _name.startswith("test_") and not _name.endswith("_cpu"):
