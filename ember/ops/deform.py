@@ -18,8 +18,8 @@ from typing import Sequence
 
 from ember import te, tir
 from ember.errors import ShapeError, UnsupportedOpError
-from ember.ops.generic import schedule_flat, schedule_reduction_stage
-from ember.ops.knobs import Knobs
+from ember.ops.generic import ReductionKnobs, schedule_flat, schedule_reduction_stage
+from ember.ops.knobs import Knobs, resolve_knobs
 from ember.ops.registry import Attrs, OpDef, Pattern
 from ember.target import Target
 from ember.te.schedule import Schedule
@@ -155,7 +155,9 @@ def _compute(a: Attrs, tensors: Sequence[Tensor | None]) -> list[Tensor]:
 def schedule_deform_conv(outs: Sequence[Tensor], target: Target, knobs: Knobs | None = None
                          ) -> Schedule:
     """The sampled columns at root (parallel, vectorized over output columns), the
-    convolution over them vectorized along the output columns, the bias and cast inlined."""
+    convolution over them vectorized along the output columns, the bias and cast inlined
+    (ReductionKnobs: the vector width and parallelism of every stage)."""
+    k = resolve_knobs(ReductionKnobs, knobs, outs, target)
     s = te.create_schedule([t.op for t in outs])
     for stage in s.stages:
         op = stage.op
@@ -167,11 +169,12 @@ def schedule_deform_conv(outs: Sequence[Tensor], target: Target, knobs: Knobs | 
         if not isinstance(op, ComputeOp):
             continue
         if op.tag == "DeformConv.sample":
-            schedule_flat(stage, target, str(op.output(0).dtype))
+            schedule_flat(stage, target, str(op.output(0).dtype), k)
         elif op.reduce_axis:
-            schedule_reduction_stage(stage, target, str(op.output(0).dtype))
+            schedule_reduction_stage(stage, target, str(op.output(0).dtype),
+                                     parallel=k.parallel, bits=k.vector_bits)
     for t in outs:
-        schedule_flat(s[t], target, str(t.dtype))
+        schedule_flat(s[t], target, str(t.dtype), k)
     return s
 
 
@@ -179,5 +182,6 @@ OPS: dict[str, OpDef] = {
     "DeformConv": OpDef("DeformConv", ("X", "W", "offset", "B", "mask"), _infer, _compute,
                         Pattern.OPAQUE, schedule_deform_conv,
                         attrs={"dilations": None, "group": 1, "kernel_shape": None,
-                               "offset_group": 1, "pads": None, "strides": None}),
+                               "offset_group": 1, "pads": None, "strides": None},
+                        knobs=ReductionKnobs),
 }

@@ -15,8 +15,8 @@ from typing import Sequence
 
 from ember import te, tir
 from ember.errors import ShapeError
-from ember.ops.generic import schedule_flat
-from ember.ops.knobs import Knobs
+from ember.ops.generic import InjectiveKnobs, schedule_flat
+from ember.ops.knobs import Knobs, resolve_knobs
 from ember.ops.registry import Attrs, OpDef, Pattern
 from ember.target import Target
 from ember.te.schedule import Schedule
@@ -104,13 +104,15 @@ def _compute(a: Attrs, tensors: Sequence[Tensor | None]) -> list[Tensor]:
 def schedule_det(outs: Sequence[Tensor], target: Target, knobs: Knobs | None = None
                  ) -> Schedule:
     """The elimination steps as they are (n small, each step reads the last); the result's
-    own loops flat."""
+    own loops flat (InjectiveKnobs)."""
+    k = resolve_knobs(InjectiveKnobs, knobs, outs, target)
     s = te.create_schedule([t.op for t in outs])
     for t in outs:
-        schedule_flat(s[t], target, str(t.dtype))
+        schedule_flat(s[t], target, str(t.dtype), k)
     return s
 
 
 OPS: dict[str, OpDef] = {
-    "Det": OpDef("Det", ("X",), _infer, _compute, Pattern.OPAQUE, schedule_det),
+    "Det": OpDef("Det", ("X",), _infer, _compute, Pattern.OPAQUE, schedule_det,
+                 knobs=InjectiveKnobs),
 }
