@@ -181,6 +181,10 @@ def _facts(spec: str, host: bool) -> TargetFacts:
     extensions = frozenset(e for e in EXTENSIONS if e in (enabled | named) and e not in disabled)
     vector_bits = target.vector_bits
     units, bits = _FMA.get(cpu, (0, 0))
+    if "amx-tile" in extensions and units * bits < 2 * 512:
+        # every CPU with AMX is a server core (Sapphire Rapids and later) with two 512-bit FMA
+        # pipes; a virtual machine may report a client model (KVM: model 167, "rocketlake")
+        units, bits = 2, 512
     if not units:  # unknown CPU: two pipes of the vector width where there is an FMA
         has_fma = "fma" in extensions or arch == "arm" or "relaxed-simd" in extensions
         units, bits = (2 if has_fma else 1), vector_bits

@@ -14,6 +14,15 @@ def test_intel_server_with_amx():
     assert f.fma_lanes_per_cycle == 32  # two 16-lane FMAs a cycle
 
 
+def test_a_client_model_with_amx_is_a_server_core():
+    # a virtual machine on Sapphire Rapids may report model 167, which LLVM names rocketlake
+    # (one 512-bit FMA pipe); AMX exists only on the server cores, which have two
+    vm = Target("llvm -mcpu=rocketlake -mattr=+amx-tile,+amx-bf16,+avx512fp16").facts
+    assert (vm.fma_units, vm.fma_bits, vm.latency_accumulators) == (2, 512, 8)
+    client = Target("llvm -mcpu=rocketlake").facts
+    assert (client.fma_units, client.fma_bits, client.latency_accumulators) == (1, 512, 4)
+
+
 def test_zen4_two_256_bit_pipes_no_amx():
     f = Target("llvm -mcpu=znver4").facts
     assert (f.vector_bits, f.fma_units, f.fma_bits) == (512, 2, 256)

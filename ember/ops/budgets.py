@@ -52,6 +52,23 @@ def row_tile(facts: TargetFacts, vectors_per_row: int) -> int:
     return max(1, min(2 * facts.latency_accumulators, facts.vector_registers // 2 // vectors))
 
 
+# vector loads a core issues a cycle: two on every x86 core since Haswell and on Zen, and on
+# the Arm cores ember targets (Neoverse V1/N2 issue three; two is the safe count)
+LOADS_PER_CYCLE = 2
+
+
+def tile_efficiency(facts: TargetFacts, fmas: int, loads: int) -> float:
+    """The fraction of the FMA pipes' peak a register tile reaches when each step of its
+    reduction issues `fmas` vector FMAs (one per accumulator) and `loads` vector or broadcast
+    loads: a step takes the longest of the FMA pipes' time, the load ports' time and the FMA
+    latency (an accumulator waits for its previous FMA). On Zen 4 (one 512-bit FMA a cycle)
+    14 columns x 1 block are FMA-bound; with two 512-bit FMA pipes (Sapphire Rapids) the same
+    tile's 15 loads take longer than its 14 FMAs, and 8 columns x 2 blocks are not."""
+    rate = facts.vector_fmas_per_cycle
+    cycles = max(fmas / rate, loads / LOADS_PER_CYCLE, facts.fma_latency, 1e-9)
+    return fmas / rate / cycles
+
+
 def vectors(columns: int, lanes: int) -> int:
     """Vector registers one row of `columns` elements takes at `lanes` elements a register."""
     return max(1, -(-columns // max(1, lanes)))
@@ -69,5 +86,6 @@ def power_of_two_below(value: int) -> int:
     return 1 << max(0, int(value).bit_length() - 1)
 
 
-__all__ = ["accumulator_budget", "column_budget", "depthwise_budget", "narrow_budget",
-           "power_of_two_below", "row_tile", "snap", "vectors"]
+__all__ = ["LOADS_PER_CYCLE", "accumulator_budget", "column_budget", "depthwise_budget",
+           "narrow_budget", "power_of_two_below", "row_tile", "snap", "tile_efficiency",
+           "vectors"]

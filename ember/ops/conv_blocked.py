@@ -28,7 +28,13 @@ import numpy as np
 from ember import te
 from ember.errors import ScheduleError, ShapeError
 from ember.types import TensorType
-from ember.ops.budgets import accumulator_budget, depthwise_budget, narrow_budget, vectors
+from ember.ops.budgets import (
+    accumulator_budget,
+    depthwise_budget,
+    narrow_budget,
+    tile_efficiency,
+    vectors,
+)
 from ember.ops.conv_common import extent, find_stage, pad_input, pick_tile, shape_of
 from ember.ops.generic import inline_injective, schedule_flat, vector_lanes
 from ember.ops.knobs import (
@@ -106,8 +112,7 @@ class ConvKnobs(Knobs):
                 tile = deep
             icb = shape_of(task.find(f"{TAG}.winograd_in").outputs[0])[1]  # type: ignore
             return cls(tile, 1, parallel_columns=n * icb < 2 * task.threads)
-        ow_tile, oc_tile = conv_tile(shape, kind == "depthwise", lanes,
-                                     facts.vector_registers, facts.latency_accumulators)
+        ow_tile, oc_tile = conv_tile(shape, kind == "depthwise", lanes, facts)
         rows = n * -(-ocb // oc_tile) * oh
         columns = -(-ow // ow_tile)
         return cls(ow_tile, oc_tile, parallel_columns=rows < 2 * task.threads and columns > 1)
@@ -141,34 +146,45 @@ def _conv_task(task: Task) -> tuple[str, tuple[int, ...], int, int]:
 
 
 def conv_tile(out_shape: Sequence[int], depthwise: bool = False, lanes: int = 0,
-              vector_registers: int = 32, latency_accumulators: int = 4) -> tuple[int, int]:
-    """(ow_tile, oc_tile) for an output [N, OCB, OH, OW, ob] on a target with
-    `vector_registers` SIMD registers whose FMA pipes need `latency_accumulators` independent
-    accumulators: the widest column tile that divides OW within the register budget, then as
-    many channel blocks as still fit.
+              facts: TargetFacts | None = None) -> tuple[int, int]:
+    """(ow_tile, oc_tile) for an output [N, OCB, OH, OW, ob] on a target with `facts` (default:
+    32 vector registers, one vector FMA a cycle of latency 4, as on Zen 4).
 
-    A block narrower than the vector (ob < lanes, e.g. 1000 = 125 blocks of 8 channels) does
-    half the work per FMA, so loads become the limit: there the tile maximizes FMAs per load
-    over all divisors of OCB up to 8 (`_narrow_tile`)."""
-    facts = _register_facts(vector_registers, latency_accumulators)
+    Direct: the tile with the highest `tile_efficiency` (FMA pipes, load ports, FMA latency)
+    times the useful fraction of its column tiles (a tail tile wastes columns), among tiles
+    whose accumulators fit the register budget; ties go to column tiles that divide OW, then
+    to the widest, then to the most channel blocks. A block narrower than the vector (ob <
+    lanes, e.g. 1000 = 125 blocks of 8 channels) does half the work per FMA, so loads become
+    the limit: there the tile maximizes FMAs per load over all divisors of OCB up to 8
+    (`_narrow_tile`). Depthwise: the widest column tile that divides OW."""
+    facts = facts or _register_facts(32, 4)
     _, ocb, _, ow, ob = out_shape
     if not depthwise and 0 < ob < lanes:
         return _narrow_tile(ocb, ow, narrow_budget(facts))
     # a block wider than the vector (8 channels on 128-bit NEON) is several registers each
     per_block = vectors(ob, lanes) if lanes else 1
-    registers = max(1, accumulator_budget(facts) // per_block)
-    limit = registers if not depthwise else max(1, depthwise_budget(facts) // per_block)
-    ow_tile = pick_tile(ow, limit)
-    if ow_tile < latency_accumulators < ow:
-        # an awkward width (a prime): tail tiles twice the latency depth beat 1-column tiles
-        ow_tile = min(ow, 2 * latency_accumulators, limit)
     if depthwise:
+        limit = max(1, depthwise_budget(facts) // per_block)
+        ow_tile = pick_tile(ow, limit)
+        if ow_tile < facts.latency_accumulators < ow:
+            # an awkward width (a prime): tail tiles twice the latency depth beat 1-column tiles
+            ow_tile = min(ow, 2 * facts.latency_accumulators, limit)
         return ow_tile, 1
-    return ow_tile, max(k for k in (1, 2, 4) if ocb % k == 0 and k * ow_tile <= registers)
+    registers = max(1, accumulator_budget(facts) // per_block)
+
+    def key(tile: tuple[int, int]) -> tuple[float, bool, int, int]:
+        w, oc = tile
+        useful = ow / (-(-ow // w) * w)
+        efficiency = tile_efficiency(facts, w * oc * per_block, w + oc * per_block)
+        return round(efficiency * useful, 3), ow % w == 0, w, oc
+
+    tiles = [(w, oc) for oc in (1, 2, 4) if ocb % oc == 0
+             for w in range(1, min(ow, registers // oc) + 1)]
+    return max(tiles, key=key)
 
 
 def _register_facts(vector_registers: int, latency_accumulators: int) -> TargetFacts:
-    """Facts with only the register file and FMA depth set (what `conv_tile` reasons from)."""
+    """Facts with only the register file and FMA depth set (one vector FMA pipe)."""
     return TargetFacts("", "other", 128, 1, 128, 0, 0, 0, 64, 1, frozenset(), "given",
                        vector_registers, latency_accumulators)
 
