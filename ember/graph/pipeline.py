@@ -29,7 +29,12 @@ from ember.graph.passes.dead_code import eliminate_dead_code
 from ember.graph.passes.fold_batch_norm import fold_batch_norm
 from ember.graph.passes.fold_constants import Evaluator, constant_folder, fold_constants
 from ember.graph.passes.fuse_ops import fuse_ops, wrap_single_ops
-from ember.graph.passes.layout import LayoutRule, convert_layout, layout_pass
+from ember.graph.passes.layout import (
+    LayoutRule,
+    convert_layout,
+    layout_pass,
+    winograd_min_width,
+)
 from ember.target import Target
 from ember.graph.passes.merge_reshapes import merge_reshapes
 from ember.graph.passes.remove_identities import remove_identities
@@ -65,8 +70,10 @@ def passes_for(opt_level: int, target: Target | str | None = None,
         passes = [folder if p is fold_constants else p for p in passes]
     if target is None:
         return passes
-    lanes = max(4, Target(target).vector_lanes("float32"))
-    sized = layout_pass(LayoutRule(block=lanes))
+    target = Target(target)
+    lanes = max(4, target.vector_lanes("float32"))
+    sized = layout_pass(LayoutRule(block=lanes,
+                                   winograd_min_width=winograd_min_width(target.facts)))
     return [sized if p is convert_layout else p for p in passes]
 
 

@@ -26,3 +26,25 @@ def test_layout_block_follows_the_target():
     avx512 = optimize_graph(_conv_graph(), 3, target="llvm -mcpu=znver4")
     assert 4 in _blocks(neon)
     assert 16 in _blocks(avx512)
+
+
+def _winograd_graph(width: int):
+    rng = np.random.default_rng(1)
+    b = GraphBuilder("net")
+    x = b.input("x", (1, 128, width, width), "float32")
+    w = b.constant("w", rng.standard_normal((128, 128, 3, 3)).astype("float32"))
+    (y,) = b.add("Conv", [x, w], {"pads": (1, 1, 1, 1)})
+    return b.finish([y])
+
+
+def _algorithms(graph):
+    return [m.attrs["algorithm"] for n in graph.nodes for m in n.attrs["graph"].nodes
+            if m.op == "ConvNCHWc"]
+
+
+def test_winograd_width_follows_the_fma_pipes():
+    """Two 512-bit FMA pipes make the direct kernel win at 7x7; one keeps Winograd there."""
+    for width, spr, zen4 in ((7, "direct", "winograd"), (14, "winograd", "winograd")):
+        graph = _winograd_graph(width)
+        assert _algorithms(optimize_graph(graph, 3, target="llvm -mcpu=sapphirerapids")) == [spr]
+        assert _algorithms(optimize_graph(graph, 3, target="llvm -mcpu=znver4")) == [zen4]

@@ -149,7 +149,13 @@ def test_defaults_differ_where_the_facts_differ() -> None:
         assert accumulators(task, knobs) < accumulators(*defaults("conv3x3_512x7", ZEN4))
         assert defaults("dense_128x768x768", OTHERS[cpu])[1].rows < 8
         assert defaults("lstm_8x16", OTHERS[cpu])[1].rows < 8
-    assert defaults("conv3x3_512x7", OTHERS["sapphirerapids"])[1] == zen4_conv
+    spr_conv = defaults("conv3x3_512x7", OTHERS["sapphirerapids"])[1]
+    # the same tile (it is FMA-bound on both), the channel loop unrolled with two 512-bit pipes
+    assert (spr_conv.ow_tile, spr_conv.oc_tile) == (zen4_conv.ow_tile, zen4_conv.oc_tile)
+    assert spr_conv.unroll_ii and not zen4_conv.unroll_ii
+    # 14 columns x 1 block: 15 loads a step are more than 14 FMAs on two pipes take
+    spr_56 = defaults("conv3x3_64x56", OTHERS["sapphirerapids"])[1]
+    assert (spr_56.ow_tile, spr_56.oc_tile) == (8, 2)
     # a 32-column NEON panel is 8 registers a row: 2 rows, not Zen 4's 8
     assert defaults("dense_128x768x768", OTHERS["cortex-a72"])[1].rows == 2
     c = matmul(256, 512, 1024, nr=32)[3]

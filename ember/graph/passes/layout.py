@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from ember.graph.ir import Graph, Node, TensorType, Value, rebuild
 from ember.graph.passes.rewrite import make_constant
 from ember.ops.registry import Pattern, get_op
+from ember.target_facts import TargetFacts
 
 POOLS = ("MaxPool", "AveragePool")
 
@@ -35,13 +36,15 @@ class LayoutRule:
 
     block: channels per block (0: the host's float32 vector lanes); min_channels: convs with
     fewer output channels stay NCHW; winograd: use Winograd F(2,3) for the 3x3 stride-1
-    convolutions `use_winograd` picks (else the direct kernel); depthwise / pools /
+    convolutions `use_winograd` picks (else the direct kernel), on outputs at least
+    winograd_min_width wide (`winograd_min_width` of the target); depthwise / pools /
     elementwise / concat: convert those kinds of nodes.
     """
 
     block: int = 0
     min_channels: int = 4
     winograd: bool = True
+    winograd_min_width: int = 0
     depthwise: bool = True
     pools: bool = True
     elementwise: bool = True
@@ -71,17 +74,30 @@ def block_of(channels: int, lanes: int) -> int:
     return channels if 0 < channels < lanes else 0
 
 
-def use_winograd(x: TensorType, w: TensorType, attrs: dict[str, object]) -> bool:
+def use_winograd(x: TensorType, w: TensorType, attrs: dict[str, object],
+                 min_width: int = 0) -> bool:
     """Where Winograd F(2,3) replaces the direct kernel (when LayoutRule.winograd is on, the
     default): 3x3, stride 1, no dilation, one group, at least WINOGRAD_MIN_CHANNELS input and
-    output channels. Measured on Zen 4 (conv + ReLU, 1 thread, kernel time, Winograd /
-    direct): 64@56 1.79 (the transforms cost more than the 2.25x fewer multiplies save at
-    64 channels), 128@28 0.52, 256@14 0.48, 512@7 0.86; resnet50 0.91, resnet18 0.82."""
+    output channels, an input at least `min_width` wide. Measured on Zen 4 (conv + ReLU,
+    1 thread, kernel time, Winograd / direct): 64@56 1.79 (the transforms cost more than the
+    2.25x fewer multiplies save at 64 channels), 128@28 0.52, 256@14 0.48, 512@7 0.86;
+    resnet50 0.91, resnet18 0.82."""
     strides = tuple(attrs.get("strides") or (1, 1))  # type: ignore[arg-type]
     dilations = tuple(attrs.get("dilations") or (1, 1))  # type: ignore[arg-type]
     return (w.shape[2:] == (3, 3) and strides == (1, 1) and dilations == (1, 1)
             and int(attrs.get("group", 1) or 1) == 1  # type: ignore[arg-type]
-            and x.shape[1] >= WINOGRAD_MIN_CHANNELS and w.shape[0] >= WINOGRAD_MIN_CHANNELS)
+            and x.shape[1] >= WINOGRAD_MIN_CHANNELS and w.shape[0] >= WINOGRAD_MIN_CHANNELS
+            and x.shape[-1] >= min_width)
+
+
+def winograd_min_width(facts: TargetFacts) -> int:
+    """The narrowest input Winograd pays on, for a target: on a core that starts 32 float32
+    FMAs a cycle (two 512-bit pipes, Sapphire Rapids) the direct kernel's multiplies cost
+    half what they do on Zen 4 while Winograd's transforms and its 16/9 larger weights
+    stream at the same speed, so at 7x7 (16 tiles of 2x2, each transformed weight used 16
+    times) direct wins: 512@7 Winograd 2.9 ms, direct 2.2 ms (1 thread; 256@14 Winograd
+    1.3 ms, direct 1.6 ms). Elsewhere every width qualifies."""
+    return 8 if facts.fma_lanes_per_cycle >= 32 else 0
 
 
 class _Converter:
@@ -186,7 +202,8 @@ class _Converter:
             "pads": (pads[0][0], pads[1][0], pads[0][1], pads[1][1])}
         if depthwise:
             algorithm, packed = "depthwise", pack_depthwise(w.data, ob)
-        elif self.rule.winograd and use_winograd(x.type, w.type, attrs):
+        elif self.rule.winograd and use_winograd(x.type, w.type, attrs,
+                                                  self.rule.winograd_min_width):
             from ember.ops.conv_winograd import pack_winograd
 
             algorithm, packed = "winograd", pack_winograd(w.data, ib, ob)
