@@ -76,10 +76,15 @@ def target_machine(target: Target, jit: bool = False) -> llvm.TargetMachine:
 
 
 def optimize(module: llvm.ModuleRef, machine: llvm.TargetMachine) -> None:
-    """Run LLVM's O3 pipeline (with loop and SLP vectorization) on `module` in place."""
+    """Run LLVM's O3 pipeline (with loop and SLP vectorization) on `module` in place.
+
+    Not SLP for WebAssembly code with float16 vectors: it would fuse the lane-by-lane half
+    compares the code generator writes there back into a vector compare, which LLVM's
+    WebAssembly back end then loops forever legalizing."""
     options = llvm.create_pipeline_tuning_options(speed_level=3)
     options.loop_vectorization = True
-    options.slp_vectorization = True
+    options.slp_vectorization = not (machine.triple.startswith("wasm")
+                                     and " x half>" in str(module))
     options.loop_unrolling = True
     options.loop_interleaving = True
     builder = llvm.create_pass_builder(machine, options)

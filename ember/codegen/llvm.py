@@ -96,6 +96,7 @@ class FunctionEmitter(ExprEmitter):
         self.entry_builder.position_before(self.entry_builder.branch(body))
         super().__init__(ctx.module, ir.IRBuilder(body), ctx.target.fast_math)
         self.ctx = ctx
+        self.scalar_half_compares = ctx.target.kind == "wasm"
         self.function = function
         self.in_parallel = in_parallel  # inside an outlined parallel body: loops run serially
 

@@ -104,6 +104,9 @@ class ExprEmitter:
         # stack buffers of this function (private to the thread running it): element count
         self.private: dict[Var, int] = {}
         self.fmf: tuple[str, ...] = ("fast",) if fast_math else ("contract",)
+        # compare float16 vectors lane by lane: LLVM's WebAssembly back end (no half
+        # arithmetic) loops forever legalizing a float16 vector compare
+        self.scalar_half_compares = False
 
     def expr(self, e: Expr) -> ir.Value:
         method: Callable[[Expr], ir.Value] | None = getattr(self, "emit_" + type(e).__name__,
@@ -321,7 +324,7 @@ class ExprEmitter:
     def _min_max(self, e: Min | Max, op: str, smin: str, umin: str) -> ir.Value:
         a, b = self.expr(e.a), self.expr(e.b)
         if e.dtype.is_float:
-            return self.builder.select(self.builder.fcmp_ordered(op, a, b), a, b)
+            return self.builder.select(self._fcmp(op, a, b, ordered=True), a, b)
         if e.dtype.is_bool:
             return self.builder.and_(a, b) if op == "<" else self.builder.or_(a, b)
         return self.call_intrinsic(smin if e.dtype.kind == "int" else umin, a.type, [a, b])
@@ -329,15 +332,27 @@ class ExprEmitter:
     def _compare(self, e: CompareOp) -> ir.Value:
         a, b = self.expr(e.a), self.expr(e.b)
         op = _CMP_OPS[type(e)]
-        if e.a.dtype.is_float:
-            if op == "!=":  # true for NaN operands, like numpy
-                return self.builder.fcmp_unordered(op, a, b)
-            return self.builder.fcmp_ordered(op, a, b)
+        if e.a.dtype.is_float:  # "!=" is true for NaN operands, like numpy
+            return self._fcmp(op, a, b, ordered=op != "!=")
         if e.a.dtype.kind == "int":
             return self.builder.icmp_signed(op, a, b)
         return self.builder.icmp_unsigned(op, a, b)
 
     emit_EQ = emit_NE = emit_LT = emit_LE = emit_GT = emit_GE = _compare
+
+    def _fcmp(self, op: str, a: ir.Value, b: ir.Value, ordered: bool) -> ir.Value:
+        b_ = self.builder
+        compare = b_.fcmp_ordered if ordered else b_.fcmp_unordered
+        ty = a.type
+        if not (self.scalar_half_compares and isinstance(ty, ir.VectorType)
+                and isinstance(ty.element, ir.HalfType)):
+            return compare(op, a, b)
+        result: ir.Value = ir.Constant(ir.VectorType(I1, ty.count), None)
+        for lane in range(ty.count):
+            index = ir.Constant(I32, lane)
+            bit = compare(op, b_.extract_element(a, index), b_.extract_element(b, index))
+            result = b_.insert_element(result, bit, index)
+        return result
 
     def emit_And(self, e: And) -> ir.Value:
         return self.builder.and_(self.expr(e.a), self.expr(e.b))

@@ -7,10 +7,12 @@
 // The model's math functions (expf, tanhf, ...) are imported from JavaScript's Math.
 const METADATA = __METADATA__;
 
+// float16 and bfloat16 tensors travel as their bits (Float16Array is too new to rely on)
 const ARRAYS = { float32: Float32Array, float64: Float64Array, int8: Int8Array,
                  uint8: Uint8Array, int16: Int16Array, uint16: Uint16Array,
                  int32: Int32Array, uint32: Uint32Array, int64: BigInt64Array,
-                 uint64: BigUint64Array, bool: Uint8Array };
+                 uint64: BigUint64Array, bool: Uint8Array, float16: Uint16Array,
+                 bfloat16: Uint16Array };
 
 function erf(x) {  // 1 - erfc(|x|), erfc by a Chebyshev fit (relative error < 1.2e-7)
   const t = 1 / (1 + 0.5 * Math.abs(x));
@@ -37,7 +39,35 @@ const MATH = {
   fabsf: M.abs, fabs: M.abs, fminf: fmin, fmin: fmin, fmaxf: fmax, fmax: fmax,
   rintf: rint, rint: rint, nearbyintf: rint, nearbyint: rint,
   copysignf: copysign, copysign: copysign,
+  // float16 <-> float32 (WebAssembly has no half type; LLVM calls these for conversions)
+  __extendhfsf2: halfToFloat, __truncsfhf2: floatToHalf,
 };
+
+// half bits (the low 16 of an i32) -> its value
+function halfToFloat(h) {
+  const sign = h & 0x8000 ? -1 : 1, exponent = (h >> 10) & 0x1f, fraction = h & 0x3ff;
+  if (exponent === 0) return sign * fraction * 2 ** -24;
+  if (exponent === 31) return fraction ? NaN : sign * Infinity;
+  return sign * (1 + fraction / 1024) * 2 ** (exponent - 15);
+}
+
+// a float32 value -> the bits of the nearest half (ties to even; overflow to infinity)
+const F32 = new Float32Array(1), U32 = new Uint32Array(F32.buffer);
+function floatToHalf(x) {
+  F32[0] = x;
+  const bits = U32[0], sign = (bits >>> 16) & 0x8000, exponent = (bits >>> 23) & 0xff;
+  const fraction = bits & 0x7fffff;
+  if (exponent === 0xff) return sign | 0x7c00 | (fraction ? 0x200 | (fraction >>> 13) : 0);
+  const e = exponent - 112;  // the half exponent field
+  if (e >= 31) return sign | 0x7c00;
+  // the half's fraction (with its carry into the exponent) and the bits shifted out
+  const [kept, shift] = e > 0 ? [(e << 10) | (fraction >>> 13), 13]
+    : e >= -10 ? [(fraction | 0x800000) >>> (14 - e), 14 - e] : [0, 0];
+  if (shift === 0) return sign;  // below half the smallest subnormal
+  const rest = (e > 0 ? fraction : fraction | 0x800000) & ((1 << shift) - 1);
+  const halfway = 1 << (shift - 1);
+  return sign | (kept + (rest > halfway || (rest === halfway && (kept & 1)) ? 1 : 0));
+}
 
 // C's fmin/fmax return the other operand when one is NaN (Math.min returns NaN)
 function fmin(a, b) { return Number.isNaN(a) ? b : Number.isNaN(b) ? a : M.min(a, b); }

@@ -6,7 +6,8 @@ import { pathToFileURL } from "node:url";
 const [modelPath, inDir, outDir, repeat = "1"] = process.argv.slice(2);
 const { load } = await import(pathToFileURL(modelPath).href);
 const model = await load();
-const ARRAYS = { float32: Float32Array, int64: BigInt64Array, int32: Int32Array };
+const ARRAYS = { float32: Float32Array, int64: BigInt64Array, int32: Int32Array,
+                 float16: Uint16Array };
 const feeds = {};
 for (const spec of model.inputs) {
   const bytes = await readFile(`${inDir}/${spec.name}.bin`);

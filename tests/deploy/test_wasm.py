@@ -160,3 +160,48 @@ def test_fallback_planned_differently_is_refused(tmp_path):
     other = prepare(import_model(conv_relu_pool()), portable, 3, False, None, False, False)
     with pytest.raises(ExportError, match="fallback of 'm' was planned differently"):
         wasm.write_wasm(built, relaxed, tmp_path, "m", (portable, other))
+
+
+def test_float16_compare_and_select_in_node(tmp_path):
+    """A float16 ReLU and Max: LLVM's WebAssembly back end loops forever on a float16 vector
+    compare, so ember compares lane by lane there (and keeps SLP from fusing it back)."""
+    from onnx import TensorProto, helper
+
+    vi = helper.make_tensor_value_info
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["x", "x"], ["a"]), helper.make_node("Mul", ["a", "x"], ["m"]),
+         helper.make_node("Relu", ["m"], ["r"]), helper.make_node("Max", ["r", "x"], ["y"])],
+        "half", [vi("x", TensorProto.FLOAT16, [4, 16])], [vi("y", TensorProto.FLOAT16, [4, 16])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    script = ember.export_wasm(model, tmp_path / "web")
+    x = np.random.default_rng(3).standard_normal((4, 16)).astype(np.float16)
+    _check(model, script, {"x": x}, tmp_path, rtol=1e-3, atol=1e-3)
+
+
+def test_loader_float16_conversions_match_numpy(tmp_path):
+    """The loader's __extendhfsf2 / __truncsfhf2: every half exactly, and float32 values at,
+    beside and between halves (ties to even), overflow, underflow and NaN, as numpy rounds."""
+    import warnings
+
+    halves = np.arange(65536, dtype=np.uint16).view(np.float16)
+    finite = halves[np.isfinite(halves)].astype(np.float64)
+    middles = (finite[:-1] + finite[1:]) / 2
+    rng = np.random.default_rng(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        xs = np.concatenate([halves.astype(np.float32), middles, middles * (1 + 1e-7),
+                             middles * (1 - 1e-7), rng.standard_normal(5000) * 1e3,
+                             [65520.0, 3e38, -3e38, 1e-8, 2.0**-25, 2.0**-25 * 1.001]]
+                            ).astype(np.float32)
+        want = xs.astype(np.float16)
+    xs.tofile(tmp_path / "x.bin")
+    loader = Path(ember.__file__).parent / "lowering" / "wasm_loader.js"
+    done = subprocess.run(["node", str(Path(__file__).with_name("half_convert.mjs")), str(loader),
+                           str(tmp_path / "x.bin")], capture_output=True, text=True, check=True)
+    report = json.loads(done.stdout)
+    up = np.array([float(v) for v in report["up"]])
+    np.testing.assert_array_equal(up, halves.astype(np.float64))  # NaN == NaN here
+    down = np.array(report["down"], dtype=np.uint16).view(np.float16)
+    nan = np.isnan(xs)
+    assert np.isnan(down[nan]).all()
+    np.testing.assert_array_equal(down[~nan].view(np.uint16), want[~nan].view(np.uint16))
