@@ -188,7 +188,7 @@ class Bert(nn.Module):
                                     for _ in range(layers))
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        positions = torch.arange(input_ids.shape[1]).unsqueeze(0)
+        positions = torch.arange(input_ids.shape[1], device=input_ids.device).unsqueeze(0)
         x = self.norm(self.words(input_ids) + self.positions(positions))
         bias = (1.0 - attention_mask[:, None, None, :].float()) * -10000.0
         for layer in self.layers:
