@@ -103,7 +103,7 @@ REQUIRED: Any = _Required()
 # the modules that declare ops; each defines OPS: dict[str, OpDef]
 FAMILIES = ("elementwise", "reduction", "normalization", "transform", "nn", "dense", "rnn",
             "image", "sort", "sampling",
-            "spectral", "indexing", "roi", "patches", "deform", "linalg")
+            "spectral", "indexing", "roi", "patches", "deform", "linalg", "random")
 
 _TABLE: dict[str, OpDef] = {}
 
