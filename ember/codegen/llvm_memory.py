@@ -99,11 +99,15 @@ def emit_load(em: ExprEmitter, e: Load) -> ir.Value:
     return value
 
 
-def _register_chunks(lanes: int, native: int) -> list[int]:
-    """Start lanes of the register-wide pieces a masked access of `lanes` is split into."""
+def _mask_pieces(em: ExprEmitter, mask: ir.Value, lanes: int, native: int
+                 ) -> tuple[list[int], int, list[ir.Value]]:
+    """(start lanes, width, mask) of the register-wide pieces a masked access of `lanes` is
+    split into (one piece, the whole access, when it fits a register)."""
     if lanes <= native:
-        return [0]
-    return list(range(0, lanes, native))
+        return [0], lanes, [mask]
+    starts = list(range(0, lanes, native))
+    false = ir.Constant(mask.type, [ir.Constant(I1, 0)] * lanes)
+    return starts, native, [_piece(em, mask, start, native, false) for start in starts]
 
 
 def _piece(em: ExprEmitter, vector: ir.Value, start: int, width: int, fill: ir.Value
@@ -130,43 +134,33 @@ def _masked_load(em: ExprEmitter, ptr: ir.Value, mask: ir.Value, ty: ir.VectorTy
     LLVM's x86 back end miscompiles a masked load wider than a register when it splits it
     and one half's mask is all false (it loads that half unmasked), so wide accesses are
     split here, where every piece is legal as it stands."""
-    b_ = em.builder
-    lanes = ty.count
-    starts = _register_chunks(lanes, native)
-    width = lanes if len(starts) == 1 else native
+    starts, width, masks = _mask_pieces(em, mask, ty.count, native)
     piece_type = ir.VectorType(ty.element, width)
-    false = ir.Constant(mask.type, [ir.Constant(I1, 0)] * lanes)
     fn = em.declare(f"llvm.masked.load.{type_suffix(piece_type)}.p0", piece_type,
                     [ptr.type, I32, ir.VectorType(I1, width), piece_type])
-    pieces = [b_.call(fn, [_piece_pointer(em, ptr, ty.element, start), ir.Constant(I32, align),
-                           mask if len(starts) == 1 else _piece(em, mask, start, width, false),
-                           ir.Constant(piece_type, None)])
-              for start in starts]
+    pieces = [em.builder.call(fn, [_piece_pointer(em, ptr, ty.element, start),
+                                   ir.Constant(I32, align), piece_mask,
+                                   ir.Constant(piece_type, None)])
+              for start, piece_mask in zip(starts, masks)]
     if len(pieces) == 1:
         return pieces[0]
     whole = concat_vectors(em, pieces)
-    return _piece(em, whole, 0, lanes, ir.Constant(whole.type, None))
+    return _piece(em, whole, 0, ty.count, ir.Constant(whole.type, None))
 
 
 def _masked_store(em: ExprEmitter, value: ir.Value, ptr: ir.Value, mask: ir.Value, align: int,
                   native: int) -> None:
     """llvm.masked.store of `value`, one register-wide call per piece (see _masked_load)."""
-    b_ = em.builder
     ty = value.type
-    lanes = ty.count
-    starts = _register_chunks(lanes, native)
-    width = lanes if len(starts) == 1 else native
+    starts, width, masks = _mask_pieces(em, mask, ty.count, native)
     piece_type = ir.VectorType(ty.element, width)
-    false = ir.Constant(mask.type, [ir.Constant(I1, 0)] * lanes)
     fn = em.declare(f"llvm.masked.store.{type_suffix(piece_type)}.p0", ir.VoidType(),
                     [piece_type, ptr.type, I32, ir.VectorType(I1, width)])
-    for start in starts:
-        if len(starts) == 1:
-            b_.call(fn, [value, ptr, ir.Constant(I32, align), mask])
-            continue
-        b_.call(fn, [_piece(em, value, start, width, ir.Constant(ty, None)),
-                     _piece_pointer(em, ptr, ty.element, start), ir.Constant(I32, align),
-                     _piece(em, mask, start, width, false)])
+    for start, piece_mask in zip(starts, masks):
+        piece = value if len(starts) == 1 else \
+            _piece(em, value, start, width, ir.Constant(ty, None))
+        em.builder.call(fn, [piece, _piece_pointer(em, ptr, ty.element, start),
+                             ir.Constant(I32, align), piece_mask])
 
 
 def _offset_load(em: ExprEmitter, base: ir.Value, e: Load) -> ir.Value | None:
