@@ -11,7 +11,7 @@ import pytest
 
 from ember.graph.ir import Node, Value, tensor_type
 from ember.lowering.kernel import group_knobs, run_op
-from ember.ops.budgets import row_tile, snap, vectors
+from ember.ops.budgets import row_tile, snap, tile_efficiency, vectors
 from ember.ops.conv import ConvNCHWKnobs
 from ember.ops.conv_blocked import ConvKnobs, from_blocked, pack_direct, to_blocked
 from ember.ops.dense import DenseKnobs
@@ -173,6 +173,17 @@ def test_defaults_differ_where_the_facts_differ() -> None:
         assert knobs.kc * 32 * 4 <= target.facts.l2_bytes // 4
     one = MatmulKnobs.default(Task((c,), Target("llvm -mcpu=znver4 -num-cores=1")))
     assert not one.parallel
+
+
+def test_tile_efficiency_rule() -> None:
+    """A reduction step takes the longest of its FMAs on the pipes, its loads on two ports
+    and the FMA latency."""
+    zen4, spr = Target(ZEN4).facts, Target(OTHERS["sapphirerapids"]).facts
+    # 14 columns x 1 block: 14 FMAs, 15 loads (14 broadcasts, 1 weight vector)
+    assert tile_efficiency(zen4, 14, 15) == 1.0          # 14 cycles of FMAs, 7.5 of loads
+    assert tile_efficiency(spr, 14, 15) == pytest.approx(7 / 7.5)  # the loads take longer
+    assert tile_efficiency(spr, 16, 10) == 1.0           # 8 x 2: 8 cycles, 5 of loads
+    assert tile_efficiency(zen4, 2, 3) == pytest.approx(2 / 4)  # the latency: 4 cycles
 
 
 def test_row_tile_rule() -> None:
