@@ -49,21 +49,26 @@ def _shift_right(x: Expr, bits: int) -> Expr:
     return x // _u32(1 << bits)
 
 
+# lowbias32: x ^= x >> 16; x *= 0x7feb352d; x ^= x >> 15; x *= 0x846ca68b; x ^= x >> 16
+_ROUNDS = ((16, 0x7FEB352D), (15, 0x846CA68B))
+_FINAL_SHIFT = 16
+
+
 def mix(x: Expr) -> Expr:
-    """lowbias32: x ^= x >> 16; x *= 0x7feb352d; x ^= x >> 15; x *= 0x846ca68b; x ^= x >> 16
-    (uint32, wrapping multiplies)."""
-    x = BitwiseXor(x, _shift_right(x, 16)) * _u32(0x7FEB352D)
-    x = BitwiseXor(x, _shift_right(x, 15)) * _u32(0x846CA68B)
-    return BitwiseXor(x, _shift_right(x, 16))
+    """The lowbias32 mixer of a uint32 expression (wrapping multiplies)."""
+    for shift, factor in _ROUNDS:
+        x = BitwiseXor(x, _shift_right(x, shift)) * _u32(factor)
+    return BitwiseXor(x, _shift_right(x, _FINAL_SHIFT))
 
 
 def seed_key(seed: float | None) -> int:
-    """The stream of a `seed` attribute: its float32 bits, mixed (0 when absent)."""
+    """The stream of a `seed` attribute: its float32 bits, mixed (0 when absent); the same
+    mixer as `mix`, computed here at compile time."""
     bits = 0 if seed is None else struct.unpack("<I", struct.pack("<f", float(seed)))[0]
     x = bits ^ 0x9E3779B9
-    for shift, factor in ((16, 0x7FEB352D), (15, 0x846CA68B)):
+    for shift, factor in _ROUNDS:
         x = ((x ^ (x >> shift)) * factor) & 0xFFFFFFFF
-    return x ^ (x >> 16)
+    return x ^ (x >> _FINAL_SHIFT)
 
 
 def hashes(seed: float | None, counter: Expr, count: int) -> list[Expr]:
