@@ -140,3 +140,55 @@ def test_winograd_rule_and_numbers() -> None:
     feeds = {"x": rand(1, 128, 8, 9)}
     for want, got in zip(run(graph, feeds), run(after, feeds)):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def classifier_net(cout: int, then_conv: bool = False) -> Graph:
+    """A squeezenet-style head: conv to `cout` classes (a narrow block), per-channel Div and
+    ReLU, an average pool, then a global pool; with then_conv a conv reads the classes."""
+    b = GraphBuilder("head")
+    x = b.input("x", (1, 32, 9, 11), "float32")
+    y = conv(b, x, 32, cout, 1)
+    (y,) = b.add("Div", [y, b.constant("d", rand(cout, 1, 1) + 3.0)])
+    (y,) = b.add("Relu", [y])
+    (y,) = b.add("AveragePool", [y], {"kernel_shape": [2, 2], "strides": [1, 1]})
+    if then_conv:
+        y = conv(b, y, cout, 16, 3)
+    (g,) = b.add("GlobalAveragePool", [y])
+    return b.finish([g])
+
+
+def test_narrow_output_block_is_padded_to_the_vector() -> None:
+    graph = classifier_net(40)  # 40 = 5 blocks of 8 on 16 lanes: padded to 3 blocks of 16
+    after = convert_layout(graph, LayoutRule(block=16))
+    conv_node = next(n for n in after.nodes if n.op == "ConvNCHWc")
+    assert conv_node.outputs[0].type.shape == (1, 3, 9, 11, 16)
+    assert next(n for n in after.nodes if n.op == "Div").inputs[1].type.shape == (1, 3, 1, 1, 16)
+    (back,) = [n for n in after.nodes if n.op == "LayoutTransform" and not n.attrs["dst_block"]]
+    assert back.attrs["channels"] == 40 and back.outputs[0].type.shape == (1, 40, 8, 10)
+    feeds = {"x": rand(1, 32, 9, 11)}
+    np.testing.assert_allclose(run(after, feeds)[0], run(graph, feeds)[0], rtol=1e-4,
+                               atol=1e-5)
+    narrow = convert_layout(graph, LayoutRule(block=16, pad_channels=False))
+    assert next(n for n in narrow.nodes if n.op == "ConvNCHWc").outputs[0].type.shape[4] == 8
+
+
+def test_no_padding_where_a_conv_reads_the_channels() -> None:
+    # the padding lanes would hold Div's 0/0 = NaN, and NaN x 0 weight is NaN: never padded
+    graph = classifier_net(40, then_conv=True)
+    after = convert_layout(graph, LayoutRule(block=16))
+    assert all(n.outputs[0].type.shape[4] in (8, 16) for n in after.nodes if n.op == "ConvNCHWc")
+    first = next(n for n in after.nodes if n.op == "ConvNCHWc")
+    assert first.outputs[0].type.shape == (1, 5, 9, 11, 8)
+    assert not any(n.attrs.get("channels") for n in after.nodes if n.op == "LayoutTransform")
+    feeds = {"x": rand(1, 32, 9, 11)}
+    np.testing.assert_allclose(run(after, feeds)[0], run(graph, feeds)[0], rtol=1e-4,
+                               atol=1e-5)
+
+
+def test_padding_only_where_it_costs_less_than_the_narrow_block() -> None:
+    # 20 channels: 5 blocks of 4 on 16 lanes (a quarter vector) -> 32 padded (1.6x the work,
+    # 4x the width); 24: 3 of 8 -> 32 (1.33x, 2x); 1000: 125 of 8 -> 1008
+    for cout, padded in ((20, True), (24, True), (1000, True), (48, False)):
+        after = convert_layout(classifier_net(cout), LayoutRule(block=16))
+        conv_node = next(n for n in after.nodes if n.op == "ConvNCHWc")
+        assert (conv_node.outputs[0].type.shape[4] == 16 and cout % 16 != 0) == padded, cout

@@ -13,7 +13,7 @@ from ember.graph.ir import Node, Value, tensor_type
 from ember.lowering.kernel import group_knobs, run_op
 from ember.ops.budgets import row_tile, snap, tile_efficiency, vectors
 from ember.ops.conv import ConvNCHWKnobs
-from ember.ops.conv_blocked import ConvKnobs, from_blocked, pack_direct, to_blocked
+from ember.ops.conv_blocked import ConvKnobs, conv_tile, from_blocked, pack_direct, to_blocked
 from ember.ops.dense import DenseKnobs
 from ember.ops.knobs import Knobs, Task
 from ember.ops.matmul import MatmulKnobs, matmul, schedule_matmul_x86
@@ -184,6 +184,10 @@ def test_tile_efficiency_rule() -> None:
     assert tile_efficiency(spr, 14, 15) == pytest.approx(7 / 7.5)  # the loads take longer
     assert tile_efficiency(spr, 16, 10) == 1.0           # 8 x 2: 8 cycles, 5 of loads
     assert tile_efficiency(zen4, 2, 3) == pytest.approx(2 / 4)  # the latency: 4 cycles
+    # 512 -> 1008 (padded 1000) classes at 13x13: 13x1 (load-bound, 0.93) ties 7x3 (FMA-bound,
+    # a 7-column tail tile: 13/14 useful); the tile with spare load slots wins
+    assert conv_tile((1, 63, 13, 13, 16), False, 16, spr) == (7, 3)
+    assert conv_tile((1, 63, 13, 13, 16), False, 16, zen4) == (13, 1)
 
 
 def test_row_tile_rule() -> None:

@@ -7,6 +7,11 @@ contiguous. The pass walks the graph in order and converts:
   scalar constants are re-laid out) -> the same op on the blocked tensors;
 - MaxPool / AveragePool -> the same pool over [H, W, x] with a 1-wide window on x;
 - Concat on channels when every input has the output's block.
+A convolution whose output channels take a narrow block (1000 = 125 blocks of 8 on a 16-lane
+CPU, half a vector per FMA) gets full-width blocks instead, its channels padded with zero
+weights (1008 = 63 x 16), where no convolution or concat reads the padded tensor through the
+channel-local ops after it: the padded lanes then never mix into a real channel, and the
+LayoutTransform back to NCHW drops them (its `channels` attribute).
 Every other op reads NCHW. A LayoutTransform is inserted only where a value crosses between
 the two worlds, at most once per value and direction; a value converted back to NCHW keeps
 its Value (so graph outputs and NCHW readers are unchanged), and a transform of a transform
@@ -21,6 +26,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+
+import numpy as np
 
 from ember.graph.ir import Graph, Node, TensorType, Value, rebuild
 from ember.graph.passes.rewrite import make_constant
@@ -38,7 +45,9 @@ class LayoutRule:
     fewer output channels stay NCHW; winograd: use Winograd F(2,3) for the 3x3 stride-1
     convolutions `use_winograd` picks (else the direct kernel), on outputs at least
     winograd_min_width wide (`winograd_min_width` of the target); depthwise / pools /
-    elementwise / concat: convert those kinds of nodes.
+    elementwise / concat: convert those kinds of nodes; pad_channels: pad a convolution's
+    narrow output block to the full vector (see the module's docstring) where the padding
+    costs less than the narrow block (padded / channels < lanes / block).
     """
 
     block: int = 0
@@ -49,6 +58,7 @@ class LayoutRule:
     pools: bool = True
     elementwise: bool = True
     concat: bool = True
+    pad_channels: bool = True
 
 
 # input and output channels from which a 3x3 stride-1 convolution runs as Winograd F(2,3)
@@ -110,6 +120,7 @@ class _Converter:
         self.nodes: list[Node] = []
         self.blocked: dict[Value, Value] = {}      # NCHW value -> its blocked twin
         self.virtual: set[Value] = set()           # NCHW values not materialized yet
+        self.padded: set[Value] = set()            # NCHW values whose twin has padded channels
         self.count = 0
 
     # -- values ---------------------------------------------------------------------------
@@ -120,6 +131,8 @@ class _Converter:
     def block(self, v: Value) -> int:
         if v.type.ndim != 4 or not v.type.dtype.is_float:
             return 0
+        if v in self.padded:
+            return self.lanes
         return block_of(v.type.shape[1], self.lanes)
 
     def to_blocked(self, v: Value) -> Value:
@@ -127,7 +140,7 @@ class _Converter:
         if v in self.blocked:
             return self.blocked[v]
         b = self.block(v)
-        assert b, v
+        assert b and v not in self.padded, v  # a padded value is made blocked, never re-blocked
         n, c, h, w = v.type.shape
         out = Value(self.name(v.name), TensorType((n, c // b, h, w, b), v.type.dtype))
         self.nodes.append(Node("LayoutTransform", self.name("to_nchwc"), (v,), (out,),
@@ -139,8 +152,11 @@ class _Converter:
         """v itself, made by a LayoutTransform from its twin if it was only blocked so far."""
         if v is not None and v in self.virtual:
             twin = self.blocked[v]
+            attrs = {"src_block": twin.type.shape[4], "dst_block": 0}
+            if v in self.padded:  # drop the padding channels
+                attrs["channels"] = v.type.shape[1]
             self.nodes.append(Node("LayoutTransform", self.name("to_nchw"), (twin,), (v,),
-                                   {"src_block": twin.type.shape[4], "dst_block": 0}))
+                                   attrs))
             self.virtual.discard(v)
         return v
 
@@ -150,9 +166,28 @@ class _Converter:
 
     def blocked_output(self, v: Value, b: int) -> Value:
         n, c, h, w = v.type.shape
-        out = Value(self.name(v.name), TensorType((n, c // b, h, w, b), v.type.dtype))
+        out = Value(self.name(v.name), TensorType((n, -(-c // b), h, w, b), v.type.dtype))
         self.define_blocked(v, out)
         return out
+
+    def paddable(self, v: Value) -> bool:
+        """Whether v's blocked twin may carry padding channels: no convolution or concat
+        (the ops that mix or move channels) reads it through elementwise ops and pools."""
+        for reader in self._reader_nodes.get(v, ()):
+            if reader.op in ("Conv", "Concat", "LayoutTransform"):
+                return False
+            if (reader.op in POOLS or _is_elementwise(reader.op)) and \
+                    not all(self.paddable(o) for o in reader.outputs):
+                return False
+        return True
+
+    def padded_block(self, channels: int, block: int) -> int:
+        """The full vector for a narrow block where padding `channels` up to it costs less
+        than the narrow block does (0: keep the narrow block)."""
+        lanes = self.lanes
+        if not self.rule.pad_channels or not 0 < block < lanes or channels < lanes:
+            return 0
+        return lanes if -(-channels // lanes) * lanes * block < channels * lanes else 0
 
     # -- nodes ----------------------------------------------------------------------------
     def keep(self, node: Node) -> None:
@@ -195,20 +230,29 @@ class _Converter:
         from ember.ops.conv_blocked import pack_depthwise, pack_direct
         from ember.ops.conv_common import conv_geometry
 
+        weights = w.data
+        full = 0 if depthwise else self.padded_block(out.type.shape[1], ob)
+        if full and self.paddable(out):
+            ob, pad = full, -out.type.shape[1] % full
+            weights = np.pad(weights, [(0, pad)] + [(0, 0)] * (weights.ndim - 1))
+            if bias is not None:
+                bias = make_constant(f"{bias.name}_pad{pad}", np.pad(bias.data, (0, pad)))
+            self.padded.add(out)
+
         kernel, strides, dilations, pads, _ = conv_geometry(node.attrs, x.type, w.type)
         attrs: dict[str, object] = {
             "kernel_shape": tuple(kernel), "strides": tuple(strides),
             "dilations": tuple(dilations),
             "pads": (pads[0][0], pads[1][0], pads[0][1], pads[1][1])}
         if depthwise:
-            algorithm, packed = "depthwise", pack_depthwise(w.data, ob)
+            algorithm, packed = "depthwise", pack_depthwise(weights, ob)
         elif self.rule.winograd and use_winograd(x.type, w.type, attrs,
                                                   self.rule.winograd_min_width):
             from ember.ops.conv_winograd import pack_winograd
 
-            algorithm, packed = "winograd", pack_winograd(w.data, ib, ob)
+            algorithm, packed = "winograd", pack_winograd(weights, ib, ob)
         else:
-            algorithm, packed = "direct", pack_direct(w.data, ib, ob)
+            algorithm, packed = "direct", pack_direct(weights, ib, ob)
         attrs["algorithm"] = algorithm
         wv = make_constant(f"{w.name}_{algorithm}{ib}x{ob}", packed)
         # an NCHW input that is one block (an RGB image) is read as it is, no transform
@@ -223,7 +267,7 @@ class _Converter:
         """Record what an earlier run of this pass made, so transforms never stack."""
         (x,), (y,) = node.inputs, node.outputs
         src, dst = int(node.attrs["src_block"]), int(node.attrs["dst_block"])
-        if x is None or (src and dst):
+        if x is None or (src and dst) or node.attrs.get("channels"):
             return False
         if dst:  # NCHW -> blocked: y is x's twin
             if x in self.blocked:
@@ -241,7 +285,8 @@ class _Converter:
         tensors = [v for v in node.inputs if v is not None and not v.is_constant]
         if len(node.outputs) != 1 or not tensors or not any(v in self.blocked for v in tensors):
             return False
-        b = self.block(out)
+        padded = any(v in self.padded for v in tensors)
+        b = self.lanes if padded else self.block(out)
         if not b or any(v.type.shape != out.type.shape or self.block(v) != b for v in tensors):
             return False
         inputs: list[Value | None] = []
@@ -255,6 +300,8 @@ class _Converter:
             inputs.append(packed)
         new_inputs = tuple(self.to_blocked(v) if v is not None and not v.is_constant else v
                            for v in inputs)
+        if padded:
+            self.padded.add(out)
         y = self.blocked_output(out, b)
         self.nodes.append(dataclasses.replace(node, inputs=new_inputs, outputs=(y,)))
         return True
@@ -278,8 +325,10 @@ class _Converter:
         types = get_op(node.op).infer(attrs, [twin.type])
         b = twin.type.shape[4]
         n, c, h, w = node.outputs[0].type.shape
-        if types[0].shape != (n, c // b, h, w, b):
+        if types[0].shape != (n, -(-c // b), h, w, b):
             return False
+        if x in self.padded:
+            self.padded.add(node.outputs[0])
         y = self.blocked_output(node.outputs[0], b)
         rest = tuple(Value(self.name(v.name), t) for v, t in zip(extra, types[1:]))
         self.nodes.append(Node(node.op, node.name, (twin,), (y, *rest), attrs))
@@ -306,6 +355,11 @@ class _Converter:
 
     def run(self) -> Graph:
         self._readers = {v for n in self.graph.nodes for v in n.inputs if v is not None}
+        self._reader_nodes: dict[Value, list[Node]] = {}
+        for n in self.graph.nodes:
+            for v in n.inputs:
+                if v is not None:
+                    self._reader_nodes.setdefault(v, []).append(n)
         for node in self.graph.nodes:
             self.visit(node)
         for v in self.graph.outputs:
@@ -325,14 +379,16 @@ def _is_elementwise(op: str) -> bool:
 def _blocked_constant(v: Value, channels: int, b: int) -> Value | None:
     """A constant operand of an elementwise op, re-laid out for blocked tensors: a scalar
     (any shape of size 1) as it is, a per-channel vector ([C, 1, 1] / [1, C, 1, 1]) as
-    [1, C/b, 1, 1, b]; None for anything else."""
+    [1, C/b, 1, 1, b] (zeros in the padding channels of a padded tensor); None for anything
+    else."""
     assert v.data is not None
     if v.data.size == 1:
         return v
     shape = (1,) * (4 - v.type.ndim) + v.type.shape if v.type.ndim <= 4 else None
     if shape is None or shape[0] != 1 or shape[1] != channels or shape[2:] != (1, 1):
         return None
-    data = v.data.reshape(1, channels // b, 1, 1, b)
+    pad = -channels % b  # padding channels (of a padded tensor) take zeros
+    data = np.pad(v.data.reshape(channels), (0, pad)).reshape(1, -(-channels // b), 1, 1, b)
     return make_constant(f"{v.name}_c{b}", data)
 
 
