@@ -33,6 +33,7 @@ from ember.graph.passes.layout import (
     LayoutRule,
     convert_layout,
     layout_pass,
+    winograd_min_channels,
     winograd_min_width,
 )
 from ember.target import Target
@@ -72,8 +73,11 @@ def passes_for(opt_level: int, target: Target | str | None = None,
         return passes
     target = Target(target)
     lanes = max(4, target.vector_lanes("float32"))
-    sized = layout_pass(LayoutRule(block=lanes,
-                                   winograd_min_width=winograd_min_width(target.facts)))
+    # CPU rules: a GPU keeps the default channel threshold (its FMA width is not a CPU's)
+    cpu = target.kind in ("llvm", "c", "wasm")
+    sized = layout_pass(LayoutRule(
+        block=lanes, winograd_min_width=winograd_min_width(target.facts),
+        winograd_min_channels=winograd_min_channels(target.facts) if cpu else 0))
     return [sized if p is convert_layout else p for p in passes]
 
 

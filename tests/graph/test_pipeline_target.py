@@ -28,11 +28,11 @@ def test_layout_block_follows_the_target():
     assert 16 in _blocks(avx512)
 
 
-def _winograd_graph(width: int):
+def _winograd_graph(width: int, channels: int = 128):
     rng = np.random.default_rng(1)
     b = GraphBuilder("net")
-    x = b.input("x", (1, 128, width, width), "float32")
-    w = b.constant("w", rng.standard_normal((128, 128, 3, 3)).astype("float32"))
+    x = b.input("x", (1, channels, width, width), "float32")
+    w = b.constant("w", rng.standard_normal((channels, channels, 3, 3)).astype("float32"))
     (y,) = b.add("Conv", [x, w], {"pads": (1, 1, 1, 1)})
     return b.finish([y])
 
@@ -48,3 +48,15 @@ def test_winograd_width_follows_the_fma_pipes():
         graph = _winograd_graph(width)
         assert _algorithms(optimize_graph(graph, 3, target="llvm -mcpu=sapphirerapids")) == [spr]
         assert _algorithms(optimize_graph(graph, 3, target="llvm -mcpu=znver4")) == [zen4]
+
+
+def test_winograd_channels_follow_the_fma_width():
+    """128-bit FMAs (WebAssembly, NEON) take Winograd from 64 channels; wider CPUs and GPUs
+    from 128."""
+    graph = _winograd_graph(14, channels=64)
+    for target in ("wasm", "llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a72"):
+        assert _algorithms(optimize_graph(graph, 3, target=target)) == ["winograd"], target
+    for target in ("llvm -mcpu=znver4", "llvm -mcpu=sapphirerapids", "llvm -mcpu=haswell"):
+        assert _algorithms(optimize_graph(graph, 3, target=target)) == ["direct"], target
+    narrow = _winograd_graph(14, channels=32)
+    assert _algorithms(optimize_graph(narrow, 3, target="wasm")) == ["direct"]

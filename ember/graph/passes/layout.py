@@ -44,7 +44,8 @@ class LayoutRule:
     block: channels per block (0: the host's float32 vector lanes); min_channels: convs with
     fewer output channels stay NCHW; winograd: use Winograd F(2,3) for the 3x3 stride-1
     convolutions `use_winograd` picks (else the direct kernel), on outputs at least
-    winograd_min_width wide (`winograd_min_width` of the target); depthwise / pools /
+    winograd_min_width wide and with at least winograd_min_channels input and output channels
+    (`winograd_min_width` and `winograd_min_channels` of the target); depthwise / pools /
     elementwise / concat: convert those kinds of nodes; pad_channels: pad a convolution's
     narrow output block to the full vector (see the module's docstring) where the padding
     costs less than the narrow block (padded / channels < lanes / block).
@@ -54,6 +55,7 @@ class LayoutRule:
     min_channels: int = 4
     winograd: bool = True
     winograd_min_width: int = 0
+    winograd_min_channels: int = 0
     depthwise: bool = True
     pools: bool = True
     elementwise: bool = True
@@ -85,10 +87,10 @@ def block_of(channels: int, lanes: int) -> int:
 
 
 def use_winograd(x: TensorType, w: TensorType, attrs: dict[str, object],
-                 min_width: int = 0) -> bool:
+                 min_width: int = 0, min_channels: int = 0) -> bool:
     """Where Winograd F(2,3) replaces the direct kernel (when LayoutRule.winograd is on, the
-    default): 3x3, stride 1, no dilation, one group, at least WINOGRAD_MIN_CHANNELS input and
-    output channels, an input at least `min_width` wide. Measured on Zen 4 (conv + ReLU,
+    default): 3x3, stride 1, no dilation, one group, at least `min_channels` (default
+    WINOGRAD_MIN_CHANNELS) input and output channels, an input at least `min_width` wide. Measured on Zen 4 (conv + ReLU,
     1 thread, kernel time, Winograd / direct): 64@56 1.79 (the transforms cost more than the
     2.25x fewer multiplies save at 64 channels), 128@28 0.52, 256@14 0.48, 512@7 0.86;
     resnet50 0.91, resnet18 0.82."""
@@ -96,7 +98,7 @@ def use_winograd(x: TensorType, w: TensorType, attrs: dict[str, object],
     dilations = tuple(attrs.get("dilations") or (1, 1))  # type: ignore[arg-type]
     return (w.shape[2:] == (3, 3) and strides == (1, 1) and dilations == (1, 1)
             and int(attrs.get("group", 1) or 1) == 1  # type: ignore[arg-type]
-            and x.shape[1] >= WINOGRAD_MIN_CHANNELS and w.shape[0] >= WINOGRAD_MIN_CHANNELS
+            and min(x.shape[1], w.shape[0]) >= (min_channels or WINOGRAD_MIN_CHANNELS)
             and x.shape[-1] >= min_width)
 
 
@@ -108,6 +110,16 @@ def winograd_min_width(facts: TargetFacts) -> int:
     times) direct wins: 512@7 Winograd 2.9 ms, direct 2.2 ms (1 thread; 256@14 Winograd
     1.3 ms, direct 1.6 ms). Elsewhere every width qualifies."""
     return 8 if facts.fma_lanes_per_cycle >= 32 else 0
+
+
+def winograd_min_channels(facts: TargetFacts) -> int:
+    """The fewest channels Winograd pays on, for a target: where a core starts only 8
+    float32 FMAs a cycle or fewer (128-bit vectors: WebAssembly SIMD, NEON, SSE) the 2.25x
+    fewer multiplies outweigh the transforms from 64 channels (ResNet-18 in Chromium on a
+    Sapphire Rapids-class Xeon: 77 ms with the 64-channel layers direct, 67 ms Winograd);
+    wider cores keep WINOGRAD_MIN_CHANNELS (64@56 on Zen 4: Winograd 1.79x the direct
+    kernel's time)."""
+    return 64 if facts.fma_lanes_per_cycle <= 8 else WINOGRAD_MIN_CHANNELS
 
 
 class _Converter:
@@ -247,7 +259,8 @@ class _Converter:
         if depthwise:
             algorithm, packed = "depthwise", pack_depthwise(weights, ob)
         elif self.rule.winograd and use_winograd(x.type, w.type, attrs,
-                                                  self.rule.winograd_min_width):
+                                                  self.rule.winograd_min_width,
+                                                  self.rule.winograd_min_channels):
             from ember.ops.conv_winograd import pack_winograd
 
             algorithm, packed = "winograd", pack_winograd(weights, ib, ob)
@@ -406,4 +419,4 @@ def layout_pass(rule: LayoutRule) -> Callable[[Graph], Graph]:
 
 
 __all__: Sequence[str] = ("LayoutRule", "block_of", "convert_layout", "layout_pass",
-                          "use_winograd")
+                          "use_winograd", "winograd_min_channels", "winograd_min_width")
