@@ -196,7 +196,7 @@ def test_tuning_a_small_gemm_finds_a_faster_config_than_the_worst(tmp_path):
     path = tmp_path / "gemm.sqlite"
     settings = MeasureSettings(repeat=3, min_run_seconds=0.002)
     with TuningDatabase(path) as db, LocalRunner(settings) as runner:
-        [state] = tune([task], db, runner, trials=10, batch=5, seed=0, confirm=1)
+        [state] = tune([task], db, runner, trials=20, batch=5, seed=0, confirm=1)
         records = db.records(task_key=task.key)
     ok = [r for r in records if r.ok]
     assert not [r.error for r in records if not r.ok]  # the check passed for every candidate
