@@ -161,10 +161,9 @@ def conv_tile(out_shape: Sequence[int], depthwise: bool = False, lanes: int = 0,
     times the useful fraction of its column tiles (a tail tile wastes columns), among tiles
     whose accumulators fit the register budget; ties go to tiles that leave the load ports a
     spare slot, then to column tiles that divide OW, then to the widest, then to the most
-    channel blocks. A block narrower than the vector (ob <
-    lanes, e.g. 1000 = 125 blocks of 8 channels) does half the work per FMA, so loads become
-    the limit: there the tile maximizes FMAs per load over all divisors of OCB up to 8
-    (`_narrow_tile`). Depthwise: the widest column tile that divides OW."""
+    channel blocks. A block narrower than the vector (ob < lanes, e.g. 1000 = 125 blocks of 8
+    channels) does half the work per FMA, so loads become the limit: there the tile maximizes
+    FMAs per load over all divisors of OCB up to 8 (`_narrow_tile`). Depthwise: the widest column tile that divides OW."""
     facts = facts or _register_facts(32, 4)
     _, ocb, _, ow, ob = out_shape
     if not depthwise and 0 < ob < lanes:

@@ -90,10 +90,10 @@ def use_winograd(x: TensorType, w: TensorType, attrs: dict[str, object],
                  min_width: int = 0, min_channels: int = 0) -> bool:
     """Where Winograd F(2,3) replaces the direct kernel (when LayoutRule.winograd is on, the
     default): 3x3, stride 1, no dilation, one group, at least `min_channels` (default
-    WINOGRAD_MIN_CHANNELS) input and output channels, an input at least `min_width` wide. Measured on Zen 4 (conv + ReLU,
-    1 thread, kernel time, Winograd / direct): 64@56 1.79 (the transforms cost more than the
-    2.25x fewer multiplies save at 64 channels), 128@28 0.52, 256@14 0.48, 512@7 0.86;
-    resnet50 0.91, resnet18 0.82."""
+    WINOGRAD_MIN_CHANNELS) input and output channels, an input at least `min_width` wide.
+    Measured on Zen 4 (conv + ReLU, 1 thread, kernel time, Winograd / direct): 64@56 1.79
+    (the transforms cost more than the 2.25x fewer multiplies save at 64 channels), 128@28
+    0.52, 256@14 0.48, 512@7 0.86; resnet50 0.91, resnet18 0.82."""
     strides = tuple(attrs.get("strides") or (1, 1))  # type: ignore[arg-type]
     dilations = tuple(attrs.get("dilations") or (1, 1))  # type: ignore[arg-type]
     return (w.shape[2:] == (3, 3) and strides == (1, 1) and dilations == (1, 1)
@@ -133,6 +133,7 @@ class _Converter:
         self.blocked: dict[Value, Value] = {}      # NCHW value -> its blocked twin
         self.virtual: set[Value] = set()           # NCHW values not materialized yet
         self.padded: set[Value] = set()            # NCHW values whose twin has padded channels
+        self._paddable: dict[Value, bool] = {}     # memo of paddable()
         self.count = 0
 
     # -- values ---------------------------------------------------------------------------
@@ -185,13 +186,13 @@ class _Converter:
     def paddable(self, v: Value) -> bool:
         """Whether v's blocked twin may carry padding channels: no convolution or concat
         (the ops that mix or move channels) reads it through elementwise ops and pools."""
-        for reader in self._reader_nodes.get(v, ()):
-            if reader.op in ("Conv", "Concat", "LayoutTransform"):
-                return False
-            if (reader.op in POOLS or _is_elementwise(reader.op)) and \
-                    not all(self.paddable(o) for o in reader.outputs):
-                return False
-        return True
+        if v not in self._paddable:
+            self._paddable[v] = all(
+                reader.op not in ("Conv", "Concat", "LayoutTransform")
+                and (not (reader.op in POOLS or _is_elementwise(reader.op))
+                     or all(self.paddable(o) for o in reader.outputs))
+                for reader in self._readers.get(v, ()))
+        return self._paddable[v]
 
     def padded_block(self, channels: int, block: int) -> int:
         """The full vector for a narrow block where padding `channels` up to it costs less
@@ -367,12 +368,11 @@ class _Converter:
         return v in self._readers or any(o is v for o in self.graph.outputs)
 
     def run(self) -> Graph:
-        self._readers = {v for n in self.graph.nodes for v in n.inputs if v is not None}
-        self._reader_nodes: dict[Value, list[Node]] = {}
+        self._readers: dict[Value, list[Node]] = {}
         for n in self.graph.nodes:
             for v in n.inputs:
                 if v is not None:
-                    self._reader_nodes.setdefault(v, []).append(n)
+                    self._readers.setdefault(v, []).append(n)
         for node in self.graph.nodes:
             self.visit(node)
         for v in self.graph.outputs:
