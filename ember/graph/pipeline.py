@@ -30,6 +30,7 @@ from ember.graph.passes.fold_batch_norm import fold_batch_norm
 from ember.graph.passes.fold_constants import Evaluator, constant_folder, fold_constants
 from ember.graph.passes.fuse_ops import fuse_ops, wrap_single_ops
 from ember.graph.passes.layout import (
+    WINOGRAD_F4_MIN_TILES,
     LayoutRule,
     convert_layout,
     layout_pass,
@@ -77,7 +78,8 @@ def passes_for(opt_level: int, target: Target | str | None = None,
     cpu = target.kind in ("llvm", "c", "wasm")
     sized = layout_pass(LayoutRule(
         block=lanes, winograd_min_width=winograd_min_width(target.facts),
-        winograd_min_channels=winograd_min_channels(target.facts) if cpu else 0))
+        winograd_min_channels=winograd_min_channels(target.facts) if cpu else 0,
+        winograd_f4_min_tiles=WINOGRAD_F4_MIN_TILES if cpu else 0))
     return [sized if p is convert_layout else p for p in passes]
 
 

@@ -67,11 +67,14 @@ MAX_OW_TILE = 28    # the widest column tile the space offers
 class ConvKnobs(Knobs):
     """Choices of the blocked convolution schedules (direct, 1x1, depthwise, Winograd).
 
-    ow_tile: output columns per register tile (Winograd: 2x2 tiles per GEMM tile);
+    ow_tile: output columns per register tile (Winograd: output tiles per GEMM tile);
     oc_tile: output-channel blocks per register tile (direct only); unroll_kw: unroll the
     kernel-width taps too; unroll_ii: unroll the input channels of a block (direct);
     parallel_columns: the parallel loop also runs over the column tiles (Winograd: the input
-    transform is split over its tiles), for outputs with too few rows for the threads.
+    transform is split over its tiles), for outputs with too few rows for the threads;
+    rows_outer: output rows outside the output-channel tiles (direct, not depthwise), so
+    the input is read once and the weights once per row, instead of the input once per
+    channel tile.
     """
 
     ow_tile: int = 1
@@ -79,6 +82,7 @@ class ConvKnobs(Knobs):
     unroll_kw: bool = False
     unroll_ii: bool = False
     parallel_columns: bool = False
+    rows_outer: bool = False
 
     @classmethod
     def space(cls, task: Task) -> Space:
@@ -86,12 +90,14 @@ class ConvKnobs(Knobs):
         if kind == "winograd":
             return Space({"ow_tile": up_to(tiles, MAX_OW_TILE), "oc_tile": (1,),
                           "unroll_kw": (False,), "unroll_ii": (False,),
-                          "parallel_columns": (False, True)})
+                          "parallel_columns": (False, True), "rows_outer": (False,)})
+        direct = kind == "direct"
         return Space({"ow_tile": up_to(ow, MAX_OW_TILE),
-                      "oc_tile": (1,) if kind == "depthwise" else divisors(ocb, 8),
+                      "oc_tile": divisors(ocb, 8) if direct else (1,),
                       "unroll_kw": (False, True),
-                      "unroll_ii": (False,) if kind == "depthwise" else (False, True),
-                      "parallel_columns": (False, True)})
+                      "unroll_ii": (False, True) if direct else (False,),
+                      "parallel_columns": (False, True),
+                      "rows_outer": (False, True) if direct else (False,)})
 
     @classmethod
     def default(cls, task: Task) -> ConvKnobs:
@@ -105,7 +111,7 @@ class ConvKnobs(Knobs):
         facts = task.target.facts
         budget = accumulator_budget(facts)
         if kind == "winograd":
-            # a GEMM tile of 2x2 output tiles, one accumulator each; an awkward tile count
+            # a GEMM tile of output tiles, one accumulator each; an awkward tile count
             # (few divisors) takes a tail tile of twice the latency depth, within budget
             tile = pick_tile(tiles, budget)
             deep = min(2 * facts.latency_accumulators, budget)
@@ -122,7 +128,8 @@ class ConvKnobs(Knobs):
         # on Sapphire Rapids; one FMA a cycle, as on Zen 4, keeps the loop)
         unroll_ii = kind == "direct" and facts.vector_fmas_per_cycle >= 2
         return cls(ow_tile, oc_tile, unroll_ii=unroll_ii,
-                   parallel_columns=rows < 2 * task.threads and columns > 1)
+                   parallel_columns=rows < 2 * task.threads and columns > 1,
+                   rows_outer=kind == "direct" and _rows_outer(task, facts))
 
     def check(self, task: Task) -> None:
         kind, (_, ocb, _, ow, _), tiles, _ = _conv_task(task)
@@ -136,11 +143,26 @@ class ConvKnobs(Knobs):
             only(self, "unroll_kw", (False,), "for a Winograd convolution (no taps)")
         if kind != "direct":
             only(self, "unroll_ii", (False,), f"for a {kind} convolution")
+            only(self, "rows_outer", (False,), f"for a {kind} convolution")
+
+
+def _rows_outer(task: Task, facts: TargetFacts) -> bool:
+    """Output rows outside the channel tiles where the input does not fit half of a core's L2
+    but the weights do: the input is then read once from memory instead of once per channel
+    tile, the weights once per row from L2 (256->512 1x1 stride 2 at 56x56, 1 thread,
+    Sapphire Rapids class, 2 MB L2: 1.55 -> 1.35 ms; 1024->2048 stride 2 at 14x14, 8 MB of
+    weights: 1.50 -> 2.13 ms, so it stays channel tiles outside)."""
+    conv = task.find(TAG)
+    assert conv is not None
+    x, w = conv.input_tensors()[:2]
+    size = {t: int(np.prod(shape_of(t))) * t.dtype.bits // 8 for t in (x, w)}
+    half = facts.l2_bytes // 2
+    return bool(half) and size[x] > half >= size[w]
 
 
 def _conv_task(task: Task) -> tuple[str, tuple[int, ...], int, int]:
     """(direct | depthwise | winograd, the output shape [N, OCB, OH, OW, ob], the number of
-    2x2 tiles (Winograd), vector lanes) of a ConvNCHWc group."""
+    output tiles (Winograd), vector lanes) of a ConvNCHWc group."""
     conv = task.find(TAG)
     if conv is None:
         raise ScheduleError(f"ConvKnobs: no {TAG} stage in the task")
@@ -236,11 +258,11 @@ def blocked_geometry(attrs: Attrs, xs: Sequence[int], ws: Sequence[int]
                              f"[{xs[1]}, {kh}, {kw}, {xs[4]}] for input {tuple(xs)}")
         ocb, ob = xs[1], xs[4]
     elif algorithm == "winograd":
-        if len(ws) != 5 or ws[0] != 16 or ws[2] != xs[1] or ws[3] != xs[4] or \
+        if len(ws) != 5 or ws[0] not in (16, 36) or ws[2] != xs[1] or ws[3] != xs[4] or \
                 (kh, kw) != (3, 3) or tuple(attrs["strides"]) != (1, 1) or \
                 tuple(attrs["dilations"]) != (1, 1):
             raise ShapeError(f"ConvNCHWc winograd: needs a 3x3 stride-1 kernel packed "
-                             f"[16, OC/ob, {xs[1]}, {xs[4]}, ob], got {tuple(ws)} with "
+                             f"[16 or 36, OC/ob, {xs[1]}, {xs[4]}, ob], got {tuple(ws)} with "
                              f"strides {tuple(attrs['strides'])}")
         ocb, ob = ws[1], ws[4]
     else:
@@ -353,8 +375,12 @@ def _schedule_direct(s: Schedule, out: Stage, conv: Stage, pad: Stage | None, ta
     stage = conv if root else out
     oo, oi = stage.split(o, k.oc_tile)
     vo, vi = stage.split(v, k.ow_tile)
-    stage.reorder(n, oo, h, vo, oi, vi, i)
-    outer = stage.fuse(n, oo, h)
+    if k.rows_outer:
+        stage.reorder(n, h, oo, vo, oi, vi, i)
+        outer = stage.fuse(n, h, oo)
+    else:
+        stage.reorder(n, oo, h, vo, oi, vi, i)
+        outer = stage.fuse(n, oo, h)
     at = vo
     if k.parallel_columns:
         outer = at = stage.fuse(outer, vo)

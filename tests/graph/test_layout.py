@@ -5,7 +5,7 @@ import pytest
 
 import ember
 from ember.graph.ir import Graph, GraphBuilder
-from ember.graph.passes.layout import LayoutRule, block_of, convert_layout
+from ember.graph.passes.layout import LayoutRule, block_of, convert_layout, winograd_tile
 
 RNG = np.random.default_rng(11)
 
@@ -137,9 +137,21 @@ def test_winograd_rule_and_numbers() -> None:
     assert algorithms == ["winograd", "direct", "direct"]
     off = convert_layout(graph, LayoutRule(block=16, winograd=False))
     assert [n.attrs["algorithm"] for n in off.nodes if n.op == "ConvNCHWc"] == ["direct"] * 3
+    f43 = convert_layout(graph, LayoutRule(block=16, winograd_f4_min_tiles=6))
+    assert [n.inputs[1].type.shape[0] for n in f43.nodes
+            if n.op == "ConvNCHWc" and n.attrs["algorithm"] == "winograd"] == [36]
     feeds = {"x": rand(1, 128, 8, 9)}
-    for want, got in zip(run(graph, feeds), run(after, feeds)):
-        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    want = run(graph, feeds)
+    for converted in (after, f43):
+        for w, got in zip(want, run(converted, feeds)):
+            np.testing.assert_allclose(got, w, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("out_hw, min_tiles, tile", [
+    ((56, 56), 16, 4), ((14, 14), 16, 4), ((13, 13), 16, 4), ((12, 12), 16, 2),
+    ((7, 7), 16, 2), ((56, 56), 0, 2), ((7, 7), 4, 4)])
+def test_winograd_tile_counts_4x4_tiles(out_hw, min_tiles, tile):
+    assert winograd_tile(out_hw, min_tiles) == tile
 
 
 def classifier_net(cout: int, then_conv: bool = False) -> Graph:

@@ -50,13 +50,35 @@ def test_winograd_width_follows_the_fma_pipes():
         assert _algorithms(optimize_graph(graph, 3, target="llvm -mcpu=znver4")) == [zen4]
 
 
-def test_winograd_channels_follow_the_fma_width():
-    """128-bit FMAs (WebAssembly, NEON) take Winograd from 64 channels; wider CPUs and GPUs
-    from 128."""
+def test_winograd_channels_follow_the_fma_pipes():
+    """Cores that start two full-width FMAs a cycle (Sapphire Rapids, AVX2) or 128-bit FMAs
+    only (WebAssembly, NEON) take Winograd from 64 channels; Zen 4 (one 512-bit FMA on both
+    pipes) and GPUs from 128."""
     graph = _winograd_graph(14, channels=64)
-    for target in ("wasm", "llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a72"):
+    for target in ("wasm", "llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a72",
+                   "llvm -mcpu=sapphirerapids", "llvm -mcpu=haswell"):
         assert _algorithms(optimize_graph(graph, 3, target=target)) == ["winograd"], target
-    for target in ("llvm -mcpu=znver4", "llvm -mcpu=sapphirerapids", "llvm -mcpu=haswell"):
-        assert _algorithms(optimize_graph(graph, 3, target=target)) == ["direct"], target
+    assert _algorithms(optimize_graph(graph, 3, target="llvm -mcpu=znver4")) == ["direct"]
     narrow = _winograd_graph(14, channels=32)
     assert _algorithms(optimize_graph(narrow, 3, target="wasm")) == ["direct"]
+
+
+def _winograd_rows(graph):
+    """The first dimension of each Winograd conv's packed weights: 16 = F(2,3), 36 = F(4,3)."""
+    rows = []
+    for n in graph.nodes:
+        for m in n.attrs["graph"].nodes:
+            if m.op == "ConvNCHWc" and m.attrs["algorithm"] == "winograd":
+                rows.append(m.inputs[1].type.shape[0])
+    return rows
+
+
+def test_winograd_tile_follows_the_tile_count():
+    """CPUs take F(4,3) from 16 output tiles of 4x4 (14x14 has 16), F(2,3) below (7x7 on Zen
+    4 has 4); GPU kernels keep F(2,3)."""
+    assert _winograd_rows(optimize_graph(_winograd_graph(14), 3, target="llvm -mcpu=znver4")) \
+        == [36]
+    assert _winograd_rows(optimize_graph(_winograd_graph(7), 3, target="llvm -mcpu=znver4")) \
+        == [16]
+    assert _winograd_rows(optimize_graph(_winograd_graph(14), 3, target="wasm")) == [36]
+    assert _winograd_rows(optimize_graph(_winograd_graph(14), 3, target="opencl")) == [16]

@@ -175,6 +175,17 @@ def test_defaults_differ_where_the_facts_differ() -> None:
     assert not one.parallel
 
 
+def test_rows_outer_rule() -> None:
+    """Rows outside the channel tiles where the input overflows half of L2 and the weights
+    fit it: 256->512 at 56x56 (3.2 MB in, 0.5 MB of weights); not with 8 MB of weights
+    (1024->2048) nor with an input that fits (64 channels at 14x14)."""
+    spr = OTHERS["sapphirerapids"]
+    cases = {(256, 512, 56): True, (1024, 2048, 14): False, (64, 64, 14): False}
+    for (cin, cout, size), want in cases.items():
+        task, family = task_of(*conv_group(cin, cout, size, 1, 16), spr)
+        assert family.default(task).rows_outer is want, (cin, cout, size)
+
+
 def test_tile_efficiency_rule() -> None:
     """A reduction step takes the longest of its FMAs on the pipes, its loads on two ports
     and the FMA latency."""

@@ -202,7 +202,8 @@ def test_every_point_is_accepted_and_the_default_is_in_the_space(name: str) -> N
 def test_space_sizes_for_sample_shapes() -> None:
     """The spaces grow with the shape (bigger outputs, more tiles) and are enumerable."""
     sizes = {name: case.family.space(case.task()).size for name, case in CASES.items()}
-    assert sizes["conv_direct"] == 7 * 2 * 2 * 2 * 2  # ow_tile 1..7, oc_tile 1 or 2 blocks
+    # ow_tile 1..7, oc_tile 1 or 2 blocks, unroll_kw, unroll_ii, parallel_columns, rows_outer
+    assert sizes["conv_direct"] == 7 * 2 * 2 * 2 * 2 * 2
     assert sizes["conv_winograd"] == 9 * 2            # 3 x 3 tiles of 2 x 2
     assert sizes["matmul_packed"] == 16 * 1 * 2       # rows 1..16, cols = the panel
     assert all(0 < s < 100_000 for s in sizes.values()), sizes

@@ -42,13 +42,15 @@ class LayoutRule:
     """What the pass converts and how (the knobs of the layout decision).
 
     block: channels per block (0: the host's float32 vector lanes); min_channels: convs with
-    fewer output channels stay NCHW; winograd: use Winograd F(2,3) for the 3x3 stride-1
+    fewer output channels stay NCHW; winograd: use Winograd for the 3x3 stride-1
     convolutions `use_winograd` picks (else the direct kernel), on outputs at least
     winograd_min_width wide and with at least winograd_min_channels input and output channels
-    (`winograd_min_width` and `winograd_min_channels` of the target); depthwise / pools /
-    elementwise / concat: convert those kinds of nodes; pad_channels: pad a convolution's
-    narrow output block to the full vector (see the module's docstring) where the padding
-    costs less than the narrow block (padded / channels < lanes / block).
+    (`winograd_min_width` and `winograd_min_channels` of the target), as F(4,3) where the
+    output has at least winograd_f4_min_tiles 4x4 tiles (0: always F(2,3); `winograd_tile`),
+    else F(2,3); depthwise / pools / elementwise / concat: convert those kinds of nodes;
+    pad_channels: pad a convolution's narrow output block to the full vector (see the
+    module's docstring) where the padding costs less than the narrow block (padded /
+    channels < lanes / block).
     """
 
     block: int = 0
@@ -56,6 +58,7 @@ class LayoutRule:
     winograd: bool = True
     winograd_min_width: int = 0
     winograd_min_channels: int = 0
+    winograd_f4_min_tiles: int = 0
     depthwise: bool = True
     pools: bool = True
     elementwise: bool = True
@@ -63,8 +66,11 @@ class LayoutRule:
     pad_channels: bool = True
 
 
-# input and output channels from which a 3x3 stride-1 convolution runs as Winograd F(2,3)
+# input and output channels from which a 3x3 stride-1 convolution runs as Winograd where
+# winograd_min_channels does not lower it
 WINOGRAD_MIN_CHANNELS = 128
+# output tiles from which a Winograd convolution on a CPU takes F(4,3) (see winograd_tile)
+WINOGRAD_F4_MIN_TILES = 16
 
 
 def host_lanes() -> int:
@@ -102,6 +108,19 @@ def use_winograd(x: TensorType, w: TensorType, attrs: dict[str, object],
             and x.shape[-1] >= min_width)
 
 
+def winograd_tile(out_hw: tuple[int, int], f4_min_tiles: int) -> int:
+    """The output tile of a Winograd convolution with output [OH, OW]: F(4,3) (4x4 tiles,
+    4x fewer multiplies than direct, 36 transformed values a tile) where it has at least
+    `f4_min_tiles` tiles (0: never), else F(2,3) (2.25x fewer, 16 values). Each transformed
+    weight is used once per tile and F(4,3)'s weights are 4x the direct kernel's, so few
+    tiles make it weight-bound: 512@7 (4 tiles) F(4,3) 3.3 ms, F(2,3) 1.2 ms; 256@14 (16
+    tiles) 0.66 ms against 0.81; 64@56 0.71 ms against 1.16 (direct 1.33; 1 thread, Sapphire
+    Rapids class)."""
+    oh, ow = out_hw
+    tiles = -(-oh // 4) * -(-ow // 4)
+    return 4 if f4_min_tiles and tiles >= f4_min_tiles else 2
+
+
 def winograd_min_width(facts: TargetFacts) -> int:
     """The narrowest input Winograd pays on, for a target: on a core that starts 32 float32
     FMAs a cycle (two 512-bit pipes, Sapphire Rapids) the direct kernel's multiplies cost
@@ -113,13 +132,18 @@ def winograd_min_width(facts: TargetFacts) -> int:
 
 
 def winograd_min_channels(facts: TargetFacts) -> int:
-    """The fewest channels Winograd pays on, for a target: where a core starts only 8
-    float32 FMAs a cycle or fewer (128-bit vectors: WebAssembly SIMD, NEON, SSE) the 2.25x
-    fewer multiplies outweigh the transforms from 64 channels (ResNet-18 in Chromium on a
-    Sapphire Rapids-class Xeon: 77 ms with the 64-channel layers direct, 67 ms Winograd);
-    wider cores keep WINOGRAD_MIN_CHANNELS (64@56 on Zen 4: Winograd 1.79x the direct
-    kernel's time)."""
-    return 64 if facts.fma_lanes_per_cycle <= 8 else WINOGRAD_MIN_CHANNELS
+    """The fewest channels Winograd pays on, for a target. From 64 channels wherever a core
+    starts two full-width FMAs a cycle (Sapphire Rapids, AVX2 cores) or only 8 float32 FMAs
+    a cycle or fewer (WebAssembly SIMD, NEON, SSE): there the direct kernel cannot keep the
+    pipes full (load slots, latency) while F(4,3) does a quarter of its multiplies (64@56, 1
+    thread, Sapphire Rapids class: direct 1.33 ms, F(2,3) 1.16, F(4,3) 0.71; ResNet-18 in
+    Chromium there: 77 ms with the 64-channel layers direct, 67 ms Winograd). A core whose
+    one full-width FMA takes all its pipes (Zen 4: a 512-bit FMA on both 256-bit pipes) runs
+    the direct kernel near peak and keeps WINOGRAD_MIN_CHANNELS (64@56 on Zen 4: F(2,3) 1.79x
+    the direct kernel's time; F(4,3) not measured there)."""
+    if facts.vector_fmas_per_cycle < 2 and facts.fma_lanes_per_cycle > 8:
+        return WINOGRAD_MIN_CHANNELS
+    return 64
 
 
 class _Converter:
@@ -264,11 +288,15 @@ class _Converter:
                                                   self.rule.winograd_min_channels):
             from ember.ops.conv_winograd import pack_winograd
 
-            algorithm, packed = "winograd", pack_winograd(weights, ib, ob)
+            oh, ow = out.type.shape[2:]
+            tile = winograd_tile((oh, ow), self.rule.winograd_f4_min_tiles)
+            algorithm, packed = "winograd", pack_winograd(weights, ib, ob, tile)
+            variant = f"winograd{tile}"
         else:
             algorithm, packed = "direct", pack_direct(weights, ib, ob)
         attrs["algorithm"] = algorithm
-        wv = make_constant(f"{w.name}_{algorithm}{ib}x{ob}", packed)
+        wv = make_constant(f"{w.name}_{variant if algorithm == 'winograd' else algorithm}"
+                           f"{ib}x{ob}", packed)
         # an NCHW input that is one block (an RGB image) is read as it is, no transform
         xin = x if ib == channels and x not in self.blocked and algorithm == "direct" \
             else self.to_blocked(x)
@@ -418,5 +446,6 @@ def layout_pass(rule: LayoutRule) -> Callable[[Graph], Graph]:
     return convert_layout_with_rule
 
 
-__all__: Sequence[str] = ("LayoutRule", "block_of", "convert_layout", "layout_pass",
-                          "use_winograd", "winograd_min_channels", "winograd_min_width")
+__all__: Sequence[str] = ("WINOGRAD_F4_MIN_TILES", "WINOGRAD_MIN_CHANNELS", "LayoutRule",
+                          "block_of", "convert_layout", "layout_pass", "use_winograd",
+                          "winograd_min_channels", "winograd_min_width", "winograd_tile")

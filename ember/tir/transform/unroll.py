@@ -7,7 +7,8 @@ from dataclasses import replace
 from ember.tir import expr as E
 from ember.tir import stmt as S
 from ember.tir.function import PrimFunc
-from ember.tir.functor import Mutator, substitute
+from ember.arith.simplify import simplify
+from ember.tir.functor import Mutator
 
 
 def unroll_loops(func: PrimFunc, max_extent: int = 64) -> PrimFunc:
@@ -17,7 +18,10 @@ def unroll_loops(func: PrimFunc, max_extent: int = 64) -> PrimFunc:
           A[j] = 0.0                    ->    A[1] = 0.0
                                               A[2] = 0.0
 
-    Longer or non-constant UNROLLED loops become SERIAL loops.
+    Longer or non-constant UNROLLED loops become SERIAL loops. A Select whose condition
+    becomes a constant in a copy is replaced by its branch before the branch not taken is
+    copied (a Winograd transform's select over its 36 elements unrolls into 36 single
+    cases, not 36 copies of all 36).
     """
     return replace(func, body=_Unroll(max_extent).visit(func.body))
 
@@ -38,7 +42,27 @@ class _Unroll(Mutator):
         for k in range(extent):
             value = (E.IntImm(begin + k, loop.var.dtype) if begin is not None
                      else loop.begin + E.IntImm(k, loop.begin.dtype))
-            copies.append(substitute(body, {loop.var: value}))
+            copies.append(_FoldingSubstitute({loop.var: value}).visit(body))
         if not copies:
             return S.Evaluate(E.IntImm(0))
         return S.seq(*copies)
+
+
+class _FoldingSubstitute(Mutator):
+    """Substitution of the loop variable that takes a Select's branch once its condition
+    folds to a constant."""
+
+    def __init__(self, mapping: dict[E.Var, E.Expr]) -> None:
+        self.mapping = mapping
+
+    def visit_Var(self, var: E.Var) -> E.Expr:
+        return self.mapping.get(var, var)
+
+    def visit_Select(self, node: E.Select) -> E.Expr:
+        cond = self.visit(node.condition)
+        if cond is not node.condition:
+            known = E.as_const_int(simplify(cond))
+            if known is not None:
+                return self.visit(node.true_value if known else node.false_value)
+        return self.generic_visit(node) if cond is node.condition else E.Select(
+            cond, self.visit(node.true_value), self.visit(node.false_value))
