@@ -375,12 +375,9 @@ def _schedule_direct(s: Schedule, out: Stage, conv: Stage, pad: Stage | None, ta
     stage = conv if root else out
     oo, oi = stage.split(o, k.oc_tile)
     vo, vi = stage.split(v, k.ow_tile)
-    if k.rows_outer:
-        stage.reorder(n, h, oo, vo, oi, vi, i)
-        outer = stage.fuse(n, h, oo)
-    else:
-        stage.reorder(n, oo, h, vo, oi, vi, i)
-        outer = stage.fuse(n, oo, h)
+    rows = (h, oo) if k.rows_outer else (oo, h)
+    stage.reorder(n, *rows, vo, oi, vi, i)
+    outer = stage.fuse(n, *rows)
     at = vo
     if k.parallel_columns:
         outer = at = stage.fuse(outer, vo)

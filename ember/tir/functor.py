@@ -92,7 +92,9 @@ class Mutator:
         return value
 
 
-class _Substitute(Mutator):
+class Substitute(Mutator):
+    """The mutator behind `substitute`; subclasses may rewrite nodes on the way."""
+
     def __init__(self, mapping: dict[Var, Expr]) -> None:
         self.mapping = mapping
 
@@ -104,7 +106,7 @@ def substitute(node: Any, mapping: dict[Var, Expr]) -> Any:
     """Replace free uses of variables by expressions: `substitute(i + 1, {i: j * 2})`."""
     if not mapping:
         return node
-    return _Substitute(mapping).visit(node)
+    return Substitute(mapping).visit(node)
 
 
 class _CollectVars(Visitor):

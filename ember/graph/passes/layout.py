@@ -283,6 +283,7 @@ class _Converter:
             "pads": (pads[0][0], pads[1][0], pads[0][1], pads[1][1])}
         if depthwise:
             algorithm, packed = "depthwise", pack_depthwise(weights, ob)
+            packing = algorithm
         elif self.rule.winograd and use_winograd(x.type, w.type, attrs,
                                                   self.rule.winograd_min_width,
                                                   self.rule.winograd_min_channels):
@@ -291,12 +292,12 @@ class _Converter:
             oh, ow = out.type.shape[2:]
             tile = winograd_tile((oh, ow), self.rule.winograd_f4_min_tiles)
             algorithm, packed = "winograd", pack_winograd(weights, ib, ob, tile)
-            variant = f"winograd{tile}"
+            packing = f"winograd{tile}"
         else:
             algorithm, packed = "direct", pack_direct(weights, ib, ob)
+            packing = algorithm
         attrs["algorithm"] = algorithm
-        wv = make_constant(f"{w.name}_{variant if algorithm == 'winograd' else algorithm}"
-                           f"{ib}x{ob}", packed)
+        wv = make_constant(f"{w.name}_{packing}{ib}x{ob}", packed)
         # an NCHW input that is one block (an RGB image) is read as it is, no transform
         xin = x if ib == channels and x not in self.blocked and algorithm == "direct" \
             else self.to_blocked(x)

@@ -8,7 +8,7 @@ from ember.tir import expr as E
 from ember.tir import stmt as S
 from ember.tir.function import PrimFunc
 from ember.arith.simplify import simplify
-from ember.tir.functor import Mutator
+from ember.tir.functor import Mutator, Substitute
 
 
 def unroll_loops(func: PrimFunc, max_extent: int = 64) -> PrimFunc:
@@ -48,15 +48,9 @@ class _Unroll(Mutator):
         return S.seq(*copies)
 
 
-class _FoldingSubstitute(Mutator):
+class _FoldingSubstitute(Substitute):
     """Substitution of the loop variable that takes a Select's branch once its condition
     folds to a constant."""
-
-    def __init__(self, mapping: dict[E.Var, E.Expr]) -> None:
-        self.mapping = mapping
-
-    def visit_Var(self, var: E.Var) -> E.Expr:
-        return self.mapping.get(var, var)
 
     def visit_Select(self, node: E.Select) -> E.Expr:
         cond = self.visit(node.condition)
