@@ -154,6 +154,17 @@ def test_winograd_tile_counts_4x4_tiles(out_hw, min_tiles, tile):
     assert winograd_tile(out_hw, min_tiles) == tile
 
 
+def test_winograd_tile_wants_twice_the_tiles_for_weights_beyond_the_cache():
+    """F(4,3) weights over the cache are streamed per run: 16 tiles no longer do, 32 do,
+    and a batch of two images doubles the tiles."""
+    big, l2 = 9 << 20, 2 << 20
+    assert winograd_tile((14, 14), 16, big, l2) == 2
+    assert winograd_tile((14, 14), 16, 1 << 20, l2) == 4
+    assert winograd_tile((14, 14), 16, big, 0) == 4
+    assert winograd_tile((28, 28), 16, big, l2) == 4
+    assert winograd_tile((14, 14), 16, big, l2, batch=2) == 4
+
+
 def classifier_net(cout: int, then_conv: bool = False) -> Graph:
     """A squeezenet-style head: conv to `cout` classes (a narrow block), per-channel Div and
     ReLU, an average pool, then a global pool; with then_conv a conv reads the classes."""

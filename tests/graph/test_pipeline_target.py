@@ -75,10 +75,16 @@ def _winograd_rows(graph):
 
 def test_winograd_tile_follows_the_tile_count():
     """CPUs take F(4,3) from 16 output tiles of 4x4 (14x14 has 16), F(2,3) below (7x7 on Zen
-    4 has 4); GPU kernels keep F(2,3)."""
+    4 has 4), and from 32 tiles where its weights overflow a core's L2 (128 channels: 2.4 MB,
+    over Zen 4's 1 MB); GPU kernels keep F(2,3)."""
+    spr = "llvm -mcpu=sapphirerapids"  # 2 MB of L2, Winograd from 64 channels
+    assert _winograd_rows(optimize_graph(_winograd_graph(14, 64), 3, target=spr)) == [36]
+    assert _winograd_rows(optimize_graph(_winograd_graph(14, 256), 3, target=spr)) == [16]
     assert _winograd_rows(optimize_graph(_winograd_graph(14), 3, target="llvm -mcpu=znver4")) \
+        == [16]
+    assert _winograd_rows(optimize_graph(_winograd_graph(28), 3, target="llvm -mcpu=znver4")) \
         == [36]
     assert _winograd_rows(optimize_graph(_winograd_graph(7), 3, target="llvm -mcpu=znver4")) \
         == [16]
-    assert _winograd_rows(optimize_graph(_winograd_graph(14), 3, target="wasm")) == [36]
+    assert _winograd_rows(optimize_graph(_winograd_graph(24, 64), 3, target="wasm")) == [36]
     assert _winograd_rows(optimize_graph(_winograd_graph(14), 3, target="opencl")) == [16]

@@ -47,7 +47,8 @@ class LayoutRule:
     winograd_min_width wide and with at least winograd_min_channels input and output channels
     (`winograd_min_width` and `winograd_min_channels` of the target), as F(4,3) where the
     output has at least winograd_f4_min_tiles 4x4 tiles (0: always F(2,3); `winograd_tile`),
-    else F(2,3); depthwise / pools / elementwise / concat: convert those kinds of nodes;
+    twice as many where F(4,3)'s weights exceed winograd_f4_weight_bytes (a core's L2; 0: no
+    limit), else F(2,3); depthwise / pools / elementwise / concat: convert those kinds of nodes;
     pad_channels: pad a convolution's narrow output block to the full vector (see the
     module's docstring) where the padding costs less than the narrow block (padded /
     channels < lanes / block).
@@ -59,6 +60,7 @@ class LayoutRule:
     winograd_min_width: int = 0
     winograd_min_channels: int = 0
     winograd_f4_min_tiles: int = 0
+    winograd_f4_weight_bytes: int = 0
     depthwise: bool = True
     pools: bool = True
     elementwise: bool = True
@@ -108,16 +110,23 @@ def use_winograd(x: TensorType, w: TensorType, attrs: dict[str, object],
             and x.shape[-1] >= min_width)
 
 
-def winograd_tile(out_hw: tuple[int, int], f4_min_tiles: int) -> int:
-    """The output tile of a Winograd convolution with output [OH, OW]: F(4,3) (4x4 tiles,
-    4x fewer multiplies than direct, 36 transformed values a tile) where it has at least
-    `f4_min_tiles` tiles (0: never), else F(2,3) (2.25x fewer, 16 values). Each transformed
-    weight is used once per tile and F(4,3)'s weights are 4x the direct kernel's, so few
-    tiles make it weight-bound: 512@7 (4 tiles) F(4,3) 3.3 ms, F(2,3) 1.2 ms; 256@14 (16
-    tiles) 0.66 ms against 0.81; 64@56 0.71 ms against 1.16 (direct 1.33; 1 thread, Sapphire
-    Rapids class)."""
+def winograd_tile(out_hw: tuple[int, int], f4_min_tiles: int, weight_bytes: int = 0,
+                  cache_bytes: int = 0, batch: int = 1) -> int:
+    """The output tile of a Winograd convolution with output [batch, OH, OW]: F(4,3) (4x4
+    tiles, 4x fewer multiplies than direct, 36 transformed values a tile) where it has at
+    least `f4_min_tiles` tiles (0: never), else F(2,3) (2.25x fewer, 16 values). Each
+    transformed weight is used once per tile and F(4,3)'s weights (`weight_bytes` of them)
+    are 4x the direct kernel's, so few tiles make it weight-bound: 512@7 (4 tiles) F(4,3)
+    3.3 ms, F(2,3) 1.2 ms; 64@56 0.71 ms against 1.16 (direct 1.33; 1 thread, Sapphire
+    Rapids class). Weights that overflow `cache_bytes` (a core's L2; 0: no limit) stream
+    from L3 or memory on every run, inside a network where the other layers evict them:
+    there F(4,3) needs twice `f4_min_tiles` (each weight byte then feeds 16 FLOPs or more).
+    256@14 (16 tiles, 9.4 MB of F(4,3) weights, 2 MB L2) in ResNet-50: F(4,3) 1.87 ms,
+    F(2,3) 1.42, direct 1.55; alone, with its weights in L3, F(4,3) 0.66 and F(2,3) 0.81."""
     oh, ow = out_hw
-    tiles = -(-oh // 4) * -(-ow // 4)
+    tiles = batch * -(-oh // 4) * -(-ow // 4)
+    if cache_bytes and weight_bytes > cache_bytes:
+        f4_min_tiles *= 2
     return 4 if f4_min_tiles and tiles >= f4_min_tiles else 2
 
 
@@ -289,8 +298,11 @@ class _Converter:
                                                   self.rule.winograd_min_channels):
             from ember.ops.conv_winograd import pack_winograd
 
-            oh, ow = out.type.shape[2:]
-            tile = winograd_tile((oh, ow), self.rule.winograd_f4_min_tiles)
+            n, _, oh, ow = out.type.shape
+            batch = n if isinstance(n, int) else 1  # a symbolic batch: at least one image
+            f4_bytes = 36 * weights.shape[0] * weights.shape[1] * weights.itemsize
+            tile = winograd_tile((oh, ow), self.rule.winograd_f4_min_tiles, f4_bytes,
+                                 self.rule.winograd_f4_weight_bytes, batch)
             algorithm, packed = "winograd", pack_winograd(weights, ib, ob, tile)
             packing = f"winograd{tile}"
         else:
