@@ -123,16 +123,30 @@ def _measure(progress: TaskProgress, points: list[dict[str, Any]], runner: Runne
     progress.history.append(progress.best_cost)
 
 
+# rounds over which a task's recent gain is averaged (one round's new best is often noise)
+GAIN_WINDOW = 3
+# the gain a task is credited with before it has a measured trend, shrinking with its rounds
+OPTIMISTIC_GAIN = 0.2
+
+
 def _priority(p: TaskProgress, batch: int) -> float:
-    """Expected saving of the next round: weight x best latency x relative gain, the gain
-    optimistic (0.2) until the task had a batch of candidates, then its last round's (a
-    floor keeps every task in play)."""
-    gain = 0.2 if p.trials <= batch else 0.02
-    if p.trials > batch and len(p.history) >= 2 and math.isfinite(p.history[-2]) \
-            and p.history[-2] > 0:
-        gain = max(0.02, (p.history[-2] - p.history[-1]) / p.history[-2])
+    """Expected saving of the next round: weight x best latency x relative gain. The gain is
+    the larger of the task's measured trend (its best's relative improvement per round over
+    the last GAIN_WINDOW rounds) and an optimistic prior OPTIMISTIC_GAIN / (1 + rounds
+    searched), so a task whose search stalls gives way to the others in proportion to its
+    share of the model's time (rounds ~ weight x latency), and none is starved: without the
+    shrinking prior, every stalled task had the same floor and the heaviest took all the
+    rounds (ResNet-50: 898 of 1903 trials on one 1x1 conv, 9 on most others)."""
+    rounds = max(0, len(p.history) - 1)  # the first round measured the default
+    prior = OPTIMISTIC_GAIN / (1 + rounds)
+    trend = 0.0
+    if rounds and len(p.history) > 1:
+        window = p.history[-(GAIN_WINDOW + 1):]
+        start, end = window[0], window[-1]
+        if math.isfinite(start) and start > 0 and math.isfinite(end):
+            trend = (start - end) / start / (len(window) - 1)
     best = p.best_cost if math.isfinite(p.best_cost) else 1.0
-    return p.task.weight * best * gain
+    return p.task.weight * best * max(trend, prior)
 
 
 def tune(tasks: Sequence[TuneTask] | Any, db: TuningDatabase | None = None,

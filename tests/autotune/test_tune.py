@@ -214,3 +214,39 @@ def json_key(knobs):
     from ember.autotune.database import knobs_json
 
     return knobs_json(knobs)
+
+
+def _stalled(weight, latency, rounds, improving=0.0):
+    """A TaskProgress-like record: `rounds` search rounds after the default, each improving
+    the best by `improving` (relative)."""
+    from types import SimpleNamespace
+
+    from ember.autotune.tuner import TaskProgress
+
+    p = TaskProgress(SimpleNamespace(weight=weight), "fp", None, set())
+    cost = latency
+    p.history = [cost]
+    for _ in range(rounds):
+        cost *= 1.0 - improving
+        p.history.append(cost)
+    p.best_cost = cost
+    return p
+
+
+def test_scheduler_spreads_rounds_by_share_once_searches_stall():
+    """Stalled tasks share the rounds in proportion to weight x latency (the heavy one does
+    not take them all); a task still improving gets the next round over a stalled one."""
+    from ember.autotune.tuner import _priority
+
+    heavy, light = _stalled(4, 1e-3, 0), _stalled(1, 1e-3, 0)
+    picks = {"heavy": 0, "light": 0}
+    for _ in range(50):
+        name, p = max((("heavy", heavy), ("light", light)), key=lambda kv: _priority(kv[1], 8))
+        picks[name] += 1
+        p.history.append(p.history[-1])  # no gain
+    assert 3 <= picks["heavy"] / picks["light"] <= 5, picks
+    improving = _stalled(1, 1e-3, 10, improving=0.05)
+    stalled = _stalled(1, 1e-3, 10)
+    assert _priority(improving, 8) > _priority(stalled, 8)
+    fresh = _stalled(1, 1e-3, 0)
+    assert _priority(fresh, 8) > _priority(stalled, 8)
