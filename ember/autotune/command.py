@@ -61,7 +61,8 @@ def run(args: argparse.Namespace, input_shapes: dict[str, Sequence[int]] | None)
             if not tasks:
                 raise TuningError(f"--tasks {args.tasks!r}: no task of the model matches "
                                   "(give anchor op names or task key prefixes)")
-        settings = MeasureSettings(repeat=args.repeat, timeout=args.timeout)
+        settings = MeasureSettings(repeat=args.repeat, timeout=args.timeout,
+                                   cold_weight_bytes=0 if args.warm_cache else 128 << 20)
         with LocalRunner(settings, workers=args.workers) as runner:
             states = tune(tasks, db, runner, trials=args.trials,
                           budget_seconds=parse_budget(args.budget), search=args.search,
@@ -79,6 +80,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tasks", default=None, help="only these anchor ops / task keys (a,b)")
     p.add_argument("--repeat", type=int, default=5, help="timed runs per candidate")
     p.add_argument("--timeout", type=float, default=30.0, help="seconds per candidate")
+    p.add_argument("--warm-cache", action="store_true",
+                   help="time kernels on the same weights back to back, warm in cache "
+                        "(default: each call reads its weights from one of copies spanning "
+                        "128 MiB, cold as inside a model)")
     p.add_argument("--workers", type=int, default=1,
                    help="measuring processes: builds in parallel, timings one at a time")
     p.add_argument("--report", action="store_true", help="print the records and exit")

@@ -4,7 +4,7 @@ group's knob family, space and default, and its kernels lowered or built with gi
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -131,6 +131,7 @@ class GroupKernel:
     args: list[np.ndarray]
     outputs: list[np.ndarray]
     funcs: list[PrimFunc]
+    weights: list[int] = field(default_factory=list)  # indexes in args of the weights
 
     def run(self) -> None:
         self.main(*self.args)
@@ -161,4 +162,7 @@ def build_group(group: FusedGroup, target: Target, knobs: Knobs | None,
         pack(*[inputs[i] for i in split.pack_inputs], *packed)
     outputs = [np.zeros(v.type.shape, v.type.dtype.numpy) for v in group.outputs]
     args = [inputs[i] for i in split.main_inputs] + packed + outputs
-    return GroupKernel(main, args, outputs, funcs)
+    model_weights = group.weights or tuple(v.is_constant for v in group.inputs)
+    weights = [k for k, i in enumerate(split.main_inputs) if model_weights[i]]
+    weights += [len(split.main_inputs) + k for k in range(len(packed))]
+    return GroupKernel(main, args, outputs, funcs, weights)

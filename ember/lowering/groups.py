@@ -55,6 +55,8 @@ class FusedGroup:
     weight_stages: WeightStages | None = None
     knobs: Knobs | None = None         # the anchor schedule's knobs (None: its default);
                                        # set by `with_knobs`, which folds them into `key`
+    weights: tuple[bool, ...] = ()     # per input: a model constant, recorded by
+                                       # `without_weights`, which makes them plain values
 
     @property
     def symbol(self) -> str:
@@ -188,7 +190,8 @@ def without_weights(group: FusedGroup) -> FusedGroup:
     nodes = tuple(Node(n.op, n.name, tuple(sub(v) for v in n.inputs), n.outputs, n.attrs)
                   for n in group.nodes)
     inputs = tuple(swap.get(v, v) for v in group.inputs)
-    return replace(group, nodes=nodes, inputs=inputs, outer_inputs=(), outer_outputs=())
+    return replace(group, nodes=nodes, inputs=inputs, outer_inputs=(), outer_outputs=(),
+                   weights=tuple(v.is_constant for v in group.inputs))
 
 
 def knobs_key(key: str, knobs: Knobs) -> str:

@@ -217,3 +217,44 @@ def test_a_worker_crashing_or_hanging_in_its_turn_does_not_stop_the_other(tmp_pa
     assert [r.ok for r in results] == [True, False, False, True, True, True, True]
     assert "signal SIGSEGV" in results[1].error
     assert results[2].error.startswith("timed out after 2 s")
+
+
+class _WeightedKernel:
+    """y = x + w (a kernel naming its weight argument); records which w each call read."""
+
+    def __init__(self, n=1024):
+        self.args = [np.ones(n, np.float32), np.full(n, 2.0, np.float32),
+                     np.zeros(n, np.float32)]
+        self.weights = [1]
+        self.outputs = self.args[2:]
+        self.seen = []
+
+    def main(self, x, w, y):
+        self.seen.append(id(w))
+        np.add(x, w, out=y)
+
+    def run(self):
+        self.main(*self.args)
+
+
+def test_cold_weights_rotate_through_copies_and_leave_activations_alone():
+    from ember.autotune.measure import MAX_WEIGHT_COPIES, _argument_sets, _time
+
+    k = _WeightedKernel()
+    sets = _argument_sets(k, 16 * k.args[1].nbytes)
+    assert len(sets) == 16
+    assert len({id(s[1]) for s in sets}) == 16          # the weight: 16 distinct copies
+    assert all(s[0] is k.args[0] and s[2] is k.args[2] for s in sets)  # x and y shared
+    assert all(np.array_equal(s[1], k.args[1]) for s in sets)
+    assert len(_argument_sets(k, 1 << 40)) == MAX_WEIGHT_COPIES
+    assert _argument_sets(k, 0) is None
+    costs = _time(k, MeasureSettings(repeat=3, cold_weight_bytes=8 * k.args[1].nbytes,
+                                     min_run_seconds=1e-4))
+    assert len(costs) == 3 and min(costs) > 0
+    # the turn goes on across runs: every copy is read, each about as often
+    counts = np.unique(k.seen, return_counts=True)[1]
+    assert len(counts) == 8 and counts.max() - counts.min() <= 1 + len(costs)
+    np.testing.assert_array_equal(k.outputs[0], 3.0)
+    k.seen.clear()
+    _time(k, MeasureSettings(repeat=2, cold_weight_bytes=0, min_run_seconds=1e-4))
+    assert set(k.seen) == {id(k.args[1])}  # warm: always the one weight buffer

@@ -250,3 +250,16 @@ def test_scheduler_spreads_rounds_by_share_once_searches_stall():
     assert _priority(improving, 8) > _priority(stalled, 8)
     fresh = _stalled(1, 1e-3, 0)
     assert _priority(fresh, 8) > _priority(stalled, 8)
+
+
+def test_task_kernels_name_their_weights_for_cold_timing():
+    """A conv task's kernel names the model's weight (and bias) arguments, not its input or
+    output: those are what cold timing rotates."""
+    task = next(t for t in extract_tasks(_two_conv_model(), TARGET) if t.op == "ConvNCHWc")
+    kernel = task.build(None)
+    assert kernel.weights
+    shapes = [kernel.args[i].shape for i in kernel.weights]
+    assert any(len(s) >= 4 for s in shapes), shapes       # the packed conv weight
+    data = kernel.args[0]
+    assert 0 not in kernel.weights and data.shape[0] == 1  # the activation is not rotated
+    assert all(kernel.args[i] is not o for i in kernel.weights for o in kernel.outputs)
