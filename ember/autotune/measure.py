@@ -61,6 +61,9 @@ class MeasureSettings:
             raise TuningError(f"MeasureSettings: repeat and max_number must be >= 1 and "
                               f"timeout > 0, got {self.repeat}, {self.max_number}, "
                               f"{self.timeout}")
+        if self.cold_weight_bytes < 0:
+            raise TuningError(f"MeasureSettings: cold_weight_bytes must be >= 0 (0: warm), "
+                              f"got {self.cold_weight_bytes}")
 
 
 @dataclass(frozen=True)
@@ -157,7 +160,7 @@ def _run_seconds(kernel: Kernel, number: int,
 
 def _time(kernel: Kernel, settings: MeasureSettings) -> tuple[float, ...]:
     sets = _argument_sets(kernel, settings.cold_weight_bytes)
-    if sets is not None:  # one untimed pass: every copy's last use is a call ago
+    if sets is not None:  # one untimed turn: no copy is timed fresh from being written
         _run_seconds(kernel, len(sets), sets)
     number = 1
     while True:  # grow the calls per run until one run is long enough to time well

@@ -145,6 +145,8 @@ def test_compare_outputs():
 def test_bad_settings():
     with pytest.raises(TuningError, match="repeat and max_number must be >= 1"):
         MeasureSettings(repeat=0)
+    with pytest.raises(TuningError, match="cold_weight_bytes must be >= 0"):
+        MeasureSettings(cold_weight_bytes=-1)
     with pytest.raises(TuningError, match="workers must be >= 1"):
         LocalRunner(workers=0)
     with pytest.raises(TuningError, match="unknown search 'annealing'"):
