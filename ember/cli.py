@@ -91,7 +91,15 @@ def _compile(args: argparse.Namespace) -> Any:
         raise ArgumentError(f"model '{args.model}' does not exist")
     return ember.compile(args.model, target=args.target, opt_level=args.opt_level,
                          input_shapes=_input_shapes(args), cache=not args.no_cache,
-                         progress=True if sys.stderr.isatty() else None)
+                         progress=True if sys.stderr.isatty() else None,
+                         tuning_db=_tuning_db(args))
+
+
+def _tuning_db(args: argparse.Namespace) -> str | None:
+    db = getattr(args, "db", None)
+    if db is not None and not Path(db).is_file():
+        raise ArgumentError(f"--db: tuning database '{db}' does not exist")
+    return db
 
 
 def _random_feeds(model: Any, onnx_model: Any = None, seed: int = 0) -> dict[str, np.ndarray]:
@@ -166,7 +174,8 @@ def _export(args: argparse.Namespace) -> int:
         raise ArgumentError(f"model file '{args.model}' does not exist")
     out = export_library(args.model, args.output, input_shapes=_input_shapes(args),
                          opt_level=args.opt_level, target=args.target, cache=not args.no_cache,
-                         progress=True if sys.stderr.isatty() else None)
+                         progress=True if sys.stderr.isatty() else None,
+                         tuning_db=_tuning_db(args))
     print(f"exported {Path(args.model).name} to {out} ({out.stat().st_size} bytes); load it "
           "with ember.runtime.library.load_library")
     return 0
@@ -455,7 +464,8 @@ def _cmd_rpc_server(args: argparse.Namespace) -> int:
 
 
 # parser -----------------------------------------------------------------------------------
-def _model_options(p: argparse.ArgumentParser, compiled_ok: bool = True) -> None:
+def _model_options(p: argparse.ArgumentParser, compiled_ok: bool = True,
+                   db: bool = True) -> None:
     what = "an .onnx file" + (" or a directory or .so written by 'ember compile'"
                               if compiled_ok else "")
     p.add_argument("model", help=f"the model: {what}")
@@ -465,6 +475,10 @@ def _model_options(p: argparse.ArgumentParser, compiled_ok: bool = True) -> None
     p.add_argument("--shape", action="append", metavar="NAME=D0,D1,...",
                    help="static shape of a dynamic input (repeatable)")
     p.add_argument("--no-cache", action="store_true", help="do not use the kernel disk cache")
+    if db:  # 'ember tune' has its own --db (where records go)
+        p.add_argument("--db", default=None, metavar="FILE",
+                       help="tuning database: each kernel takes its task's best record for "
+                            "this target (made by 'ember tune'; default: default schedules)")
 
 
 def _input_options(p: argparse.ArgumentParser) -> None:
@@ -557,7 +571,7 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Measure schedule candidates of the model's tasks, keep "
                                    "every measurement in the tuning database; compile with "
                                    "tuning_db= to use the best.")
-    _model_options(p, compiled_ok=False)
+    _model_options(p, compiled_ok=False, db=False)
     from ember.autotune.command import add_arguments
 
     add_arguments(p)

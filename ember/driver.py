@@ -255,10 +255,12 @@ def export_library(model: Any, path: str | os.PathLike[str], target: str | Targe
                    opt_level: int = 3,
                    input_shapes: Mapping[str, Sequence[int]] | None = None,
                    cache: CacheArg = True, jobs: int | None = None,
-                   progress: bool | None = None, prepack: bool | None = None) -> Path:
+                   progress: bool | None = None, prepack: bool | None = None,
+                   tuning_db: str | os.PathLike[str] | None = None) -> Path:
     """Compile `model` (path, onnx.ModelProto or ember Graph) into the shared library `path`
     (written atomically, then sealed with its checksum); load it with
-    `ember.runtime.library.load_library`. The other arguments are `compile`'s, in its order.
+    `ember.runtime.library.load_library`. The other arguments are `compile`'s, in its order
+    (`tuning_db`: the best record of each group's task on the target supplies its knobs).
 
     Weights are prepacked for host targets (as by `ember.compile`); a library for another
     machine packs them on every run.
@@ -270,8 +272,13 @@ def export_library(model: Any, path: str | os.PathLike[str], target: str | Targe
                             f"ember.export_{tgt.kind}(model, directory)")
     out = export.check_output_path(path)
     cc = export.find_c_compiler(tgt)  # before the compile: fail fast
+    knobs = None
+    if tuning_db is not None:
+        from ember.autotune.apply import database_knobs
+
+        knobs = database_knobs(tuning_db, tgt)
     built = _prepare(model, tgt, opt_level, input_shapes, cache, jobs, progress,
-                     _prepack_default(prepack) and tgt.is_host, pic=True)
+                     _prepack_default(prepack) and tgt.is_host, pic=True, knobs=knobs)
     return export.write_library(built, tgt, cc, out)
 
 

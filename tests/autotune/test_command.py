@@ -36,3 +36,32 @@ def test_parse_budget():
         parse_budget("soon")
     with pytest.raises(TuningError, match="must be positive"):
         parse_budget("0m")
+
+
+def test_compile_run_and_export_take_a_tuning_database(tmp_path, capsys):
+    """`ember compile/run --db FILE` and a .so export apply a database (the records here:
+    a faster non-default point of one conv task); a missing file is a clear error."""
+    import time
+
+    from ember.autotune import Record, extract_tasks
+    from ember.target import Target
+
+    target = "llvm -num-cores=1"
+    model = tmp_path / "convs.onnx"
+    onnx.save(_two_conv_model(), str(model))
+    task = next(t for t in extract_tasks(str(model), target) if t.family == "ConvKnobs")
+    point = next(p for p in task.space().points() if p != task.default_point())
+    fingerprint = Target(target).fingerprint
+    db = tmp_path / "tune.sqlite"
+    with TuningDatabase(db) as d:
+        for knobs, cost in ((task.default_point(), 1e-3), (point, 1e-6)):
+            d.add(Record(task.key, task.family, task.description, target, fingerprint,
+                         knobs, (cost,), None, None, "test", time.time()))
+    common = ["--db", str(db), "--target", target, "--no-cache"]
+    assert main(["compile", str(model), "-o", str(tmp_path / "out"), *common]) == 0
+    assert main(["compile", str(model), "-o", str(tmp_path / "m.so"), *common]) == 0
+    assert (tmp_path / "m.so").is_file()
+    assert main(["run", str(model), *common]) == 0
+    capsys.readouterr()
+    assert main(["run", str(model), "--db", str(tmp_path / "none.sqlite")]) == 2
+    assert "tuning database" in capsys.readouterr().err
