@@ -46,6 +46,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import ember
     from ember.autotune import LocalRunner, MeasureSettings, TuningDatabase, summary, tune
+    from ember.autotune.measure import COLD_WEIGHT_BYTES
     from ember.autotune.task import extract_tasks
     from ember.runtime import threadpool
     from ember.target_facts import host_cpu_model
@@ -70,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{time.perf_counter() - start:.1f} s", file=sys.stderr)
     start = time.perf_counter()
     settings = MeasureSettings(repeat=5, timeout=args.timeout, 
-                               cold_weight_bytes=0 if args.warm_cache else 128 << 20)
+                               cold_weight_bytes=0 if args.warm_cache else COLD_WEIGHT_BYTES)
     with TuningDatabase(db_path) as db, LocalRunner(settings, workers=args.workers) as runner:
         states = tune(tasks, db, runner, trials=args.trials, budget_seconds=args.budget,
                       search=args.search, progress=True)

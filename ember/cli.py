@@ -92,14 +92,8 @@ def _compile(args: argparse.Namespace) -> Any:
     return ember.compile(args.model, target=args.target, opt_level=args.opt_level,
                          input_shapes=_input_shapes(args), cache=not args.no_cache,
                          progress=True if sys.stderr.isatty() else None,
-                         tuning_db=_tuning_db(args))
+                         tuning_db=getattr(args, "db", None))
 
-
-def _tuning_db(args: argparse.Namespace) -> str | None:
-    db = getattr(args, "db", None)
-    if db is not None and not Path(db).is_file():
-        raise ArgumentError(f"--db: tuning database '{db}' does not exist")
-    return db
 
 
 def _random_feeds(model: Any, onnx_model: Any = None, seed: int = 0) -> dict[str, np.ndarray]:
@@ -175,7 +169,7 @@ def _export(args: argparse.Namespace) -> int:
     out = export_library(args.model, args.output, input_shapes=_input_shapes(args),
                          opt_level=args.opt_level, target=args.target, cache=not args.no_cache,
                          progress=True if sys.stderr.isatty() else None,
-                         tuning_db=_tuning_db(args))
+                         tuning_db=getattr(args, "db", None))
     print(f"exported {Path(args.model).name} to {out} ({out.stat().st_size} bytes); load it "
           "with ember.runtime.library.load_library")
     return 0

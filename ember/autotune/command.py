@@ -43,7 +43,7 @@ def report(db: Any, fingerprint: str | None) -> str:
 
 def run(args: argparse.Namespace, input_shapes: dict[str, Sequence[int]] | None) -> int:
     from ember.autotune.database import TuningDatabase, default_path
-    from ember.autotune.measure import LocalRunner, MeasureSettings
+    from ember.autotune.measure import COLD_WEIGHT_BYTES, LocalRunner, MeasureSettings
     from ember.autotune.task import extract_tasks
     from ember.autotune.tuner import summary, tune
     from ember.target import Target
@@ -62,7 +62,7 @@ def run(args: argparse.Namespace, input_shapes: dict[str, Sequence[int]] | None)
                 raise TuningError(f"--tasks {args.tasks!r}: no task of the model matches "
                                   "(give anchor op names or task key prefixes)")
         settings = MeasureSettings(repeat=args.repeat, timeout=args.timeout,
-                                   cold_weight_bytes=0 if args.warm_cache else 128 << 20)
+                                   cold_weight_bytes=0 if args.warm_cache else COLD_WEIGHT_BYTES)
         with LocalRunner(settings, workers=args.workers) as runner:
             states = tune(tasks, db, runner, trials=args.trials,
                           budget_seconds=parse_budget(args.budget), search=args.search,

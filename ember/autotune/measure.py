@@ -40,6 +40,7 @@ import numpy as np
 from ember.errors import TuningError
 
 GPU_KINDS = ("cuda", "rocm", "opencl", "metal")  # target kinds measured on a device
+COLD_WEIGHT_BYTES = 128 << 20  # what a kernel's weight copies span when timed cold
 
 
 @dataclass(frozen=True)
@@ -54,7 +55,7 @@ class MeasureSettings:
     atol: float = 1e-4            # ... relative to the largest reference magnitude
     check: bool = True
     seed: int = 0
-    cold_weight_bytes: int = 128 << 20  # weights rotated through copies this large (0: warm)
+    cold_weight_bytes: int = COLD_WEIGHT_BYTES  # weights rotated through copies (0: warm)
 
     def __post_init__(self) -> None:
         if self.repeat < 1 or self.timeout <= 0 or self.max_number < 1:

@@ -129,7 +129,7 @@ GAIN_WINDOW = 3
 OPTIMISTIC_GAIN = 0.2
 
 
-def _priority(p: TaskProgress, batch: int) -> float:
+def _priority(p: TaskProgress) -> float:
     """Expected saving of the next round: weight x best latency x relative gain. The gain is
     the larger of the task's measured trend (its best's relative improvement per round over
     the last GAIN_WINDOW rounds) and an optimistic prior OPTIMISTIC_GAIN / (1 + rounds
@@ -140,7 +140,7 @@ def _priority(p: TaskProgress, batch: int) -> float:
     rounds = max(0, len(p.history) - 1)  # the first round measured the default
     prior = OPTIMISTIC_GAIN / (1 + rounds)
     trend = 0.0
-    if rounds and len(p.history) > 1:
+    if rounds:
         window = p.history[-(GAIN_WINDOW + 1):]
         start, end = window[0], window[-1]
         if math.isfinite(start) and start > 0 and math.isfinite(end):
@@ -199,7 +199,7 @@ def tune(tasks: Sequence[TuneTask] | Any, db: TuningDatabase | None = None,
             live = [s for s in states if not s.done]
             if not live:
                 break
-            state = queue.pop(0) if queue else max(live, key=lambda s: _priority(s, batch))
+            state = queue.pop(0) if queue else max(live, key=_priority)
             if state.done:
                 continue
             size = min(batch, trials - used)

@@ -241,15 +241,15 @@ def test_scheduler_spreads_rounds_by_share_once_searches_stall():
     heavy, light = _stalled(4, 1e-3, 0), _stalled(1, 1e-3, 0)
     picks = {"heavy": 0, "light": 0}
     for _ in range(50):
-        name, p = max((("heavy", heavy), ("light", light)), key=lambda kv: _priority(kv[1], 8))
+        name, p = max((("heavy", heavy), ("light", light)), key=lambda kv: _priority(kv[1]))
         picks[name] += 1
         p.history.append(p.history[-1])  # no gain
     assert 3 <= picks["heavy"] / picks["light"] <= 5, picks
     improving = _stalled(1, 1e-3, 10, improving=0.05)
     stalled = _stalled(1, 1e-3, 10)
-    assert _priority(improving, 8) > _priority(stalled, 8)
+    assert _priority(improving) > _priority(stalled)
     fresh = _stalled(1, 1e-3, 0)
-    assert _priority(fresh, 8) > _priority(stalled, 8)
+    assert _priority(fresh) > _priority(stalled)
 
 
 def test_task_kernels_name_their_weights_for_cold_timing():
