@@ -48,7 +48,7 @@ def model_groups(model: Any, target: Target, opt_level: int = 3,
     graph = _import(model, input_shapes)
     fused = optimize(graph, min(opt_level, GPU_GRAPH_LEVEL) if gpu else opt_level, target)
     assembled = getattr(plan_memory(fused), "assembled", set())
-    return [g for g in fused_groups(fused, prepack=not gpu)
+    return [g for g in fused_groups(fused, prepack=not gpu, target=target)
             if not (g.outer_outputs and all(v in assembled for v in g.outer_outputs))]
 
 
@@ -152,7 +152,7 @@ def build_group(group: FusedGroup, target: Target, knobs: Knobs | None,
 
     funcs = lower_group(group, target, knobs, optimized=False)  # build runs the pipeline
     main = build(funcs[0], target=target)
-    placeholders, env = group_compute(group.nodes, group.inputs)
+    placeholders, env = group_compute(group.nodes, group.inputs, target)
     constant = list(group.constants) or [False] * len(group.inputs)
     split = split_constant_stages(placeholders, [env[v] for v in group.outputs], constant)
     packed = [np.zeros([int(d.value) for d in t.shape], str(t.dtype))  # type: ignore

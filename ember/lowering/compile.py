@@ -255,7 +255,7 @@ def prepare(graph: Graph, target: Target, opt_level: int = 3,
     memory = plan_memory(fused)
     # a Concat whose inputs were planned as slices of its output has nothing left to do
     assembled = getattr(memory, "assembled", set())
-    groups = [g for g in fused_groups(fused, prepack)
+    groups = [g for g in fused_groups(fused, prepack, target)
               if not (g.outer_outputs and all(v in assembled for v in g.outer_outputs))]
     groups = choose_knobs(groups, target, knobs)
     show = progress if progress is not None else _stderr_is_terminal() and len(groups) > 8

@@ -22,6 +22,7 @@ from ember.lowering.evaluate import evaluate_node
 from ember.lowering.kernel import group_compute, split_constant_stages
 from ember.ops.knobs import Knobs
 from ember.ops.registry import get_op
+from ember.target import Target
 
 ALIGN = 64
 
@@ -130,8 +131,9 @@ def constants_key(key: str, constants: tuple[bool, ...]) -> str:
     return hashlib.sha256(f"{key}/{flags}".encode()).hexdigest()
 
 
-def fused_group(node: Node, prepack: bool = True) -> FusedGroup:
-    """The kernel of one Fused node; with `prepack`, constant inputs are marked as weights."""
+def fused_group(node: Node, prepack: bool = True, target: Target | None = None) -> FusedGroup:
+    """The kernel of one Fused node; with `prepack`, constant inputs are marked as weights
+    (their packed form is the one `target`'s computes read: ember.lowering.kernel)."""
     if node.op != "Fused" or not isinstance(node.attrs.get("graph"), Graph):
         raise EmberError(f"node '{node.name}' ({node.op}) is not a fused group")
     sub: Graph = node.attrs["graph"]
@@ -154,7 +156,8 @@ def fused_group(node: Node, prepack: bool = True) -> FusedGroup:
     anchor = str(node.attrs.get("anchor", ""))
     pattern = str(node.attrs.get("pattern", ""))
     constants = tuple(v.is_constant for v in outer)
-    stages = weight_stages(sub.nodes, inputs, sub.outputs, constants) if prepack else None
+    stages = weight_stages(sub.nodes, inputs, sub.outputs, constants, target) if prepack \
+        else None
     if stages is None:
         constants = ()
     key = constants_key(group_key(sub.nodes, tuple(inputs), sub.outputs), constants)
@@ -163,12 +166,13 @@ def fused_group(node: Node, prepack: bool = True) -> FusedGroup:
 
 
 def weight_stages(nodes: tuple[Node, ...], inputs: list[Value], outputs: tuple[Value, ...],
-                  constants: tuple[bool, ...]) -> WeightStages | None:
+                  constants: tuple[bool, ...], target: Target | None = None
+                  ) -> WeightStages | None:
     """What the group's kernel reads when its weight-only stages are precomputed (None when
     it has none: no constant input, or nothing but plain reads of them)."""
     if not any(constants):
         return None
-    placeholders, env = group_compute(nodes, inputs)
+    placeholders, env = group_compute(nodes, inputs, target)
     split = split_constant_stages(placeholders, [env[v] for v in outputs], constants)
     if split.empty:
         return None
@@ -205,8 +209,9 @@ def with_knobs(group: FusedGroup, knobs: Knobs) -> FusedGroup:
     return replace(group, knobs=knobs, key=knobs_key(group.key, knobs))
 
 
-def fused_groups(graph: Graph, prepack: bool = True) -> list[FusedGroup]:
-    return [fused_group(n, prepack) for n in graph.nodes]
+def fused_groups(graph: Graph, prepack: bool = True, target: Target | None = None
+                 ) -> list[FusedGroup]:
+    return [fused_group(n, prepack, target) for n in graph.nodes]
 
 
 __all__ = ["ALIGN", "FusedGroup", "WeightStages", "fused_groups", "knobs_key", "optimize",

@@ -58,7 +58,9 @@ def anchor_of(nodes: Sequence[Node]) -> Node:
 def group_compute(nodes: Sequence[Node], inputs: Sequence[Value], target: Target | None = None
                   ) -> tuple[list[Tensor], dict[Value, Tensor]]:
     """Placeholders for `inputs` and the te tensor of every value computed by `nodes` (on a
-    GPU `target`, in the form its schedules tile: ember.ops.gpu.gpu_compute)."""
+    GPU `target`, in the form its schedules tile: ember.ops.gpu.gpu_compute; on a CPU one,
+    MatMul/Gemm with B in the target's panels: ember.ops.dense.cpu_compute)."""
+    from ember.ops.dense import DENSE_TAGS, cpu_compute
     from ember.ops.gpu import gpu_compute, is_gpu
 
     env: dict[Value, Tensor] = {}
@@ -70,7 +72,11 @@ def group_compute(nodes: Sequence[Node], inputs: Sequence[Value], target: Target
     for node in nodes:
         opdef = get_op(node.op)
         args = [env[v] if v is not None else None for v in node.inputs]
-        compute = gpu_compute(opdef) if target is not None and is_gpu(target) else opdef.compute
+        compute = opdef.compute
+        if target is not None and is_gpu(target):
+            compute = gpu_compute(opdef)
+        elif target is not None and opdef.name in DENSE_TAGS:
+            compute = cpu_compute(opdef, target)  # B packed in the target's panels
         outs = compute(node.attrs, args)
         if len(outs) < len(node.outputs):
             raise EmberError(f"node '{node.name}' ({node.op}): compute gave {len(outs)} "

@@ -46,9 +46,28 @@ SMALL_M = 16     # fewer rows than this: B is read in place, not packed (packing
 DOT_LANES = 16   # lanes of the partial dot products when B is transposed and M is small
 
 
-def panel_width(n: int) -> int:
-    """Columns per packed panel of B (0: do not pack, N is too narrow to vectorize)."""
-    return 32 if n >= 32 else 16 if n >= 16 else 0
+PANEL = 32       # columns of a packed B panel where the target is not known
+
+
+def target_panel(lanes: int) -> int:
+    """Columns of a packed B panel on a target with `lanes` float32 lanes a vector register:
+    two vectors (the register tile is rows x 2 vectors), at least 16 columns. Zen 4 and
+    Sapphire Rapids: 32 (2 zmm, 8 rows); AVX2: 16 (2 ymm, 4 rows; 32 columns, 4 ymm a row,
+    leave room for only 2 rows: BERT's 128x3072x768 at 1 thread on Zen 3 8.1 -> 6.8 ms)."""
+    return max(16, 2 * lanes)
+
+
+def cpu_compute(opdef: OpDef, target: Target) -> Callable[[Attrs, Sequence[Tensor | None]],
+                                                            list[Tensor]]:
+    """The compute of a MatMul/Gemm on the CPU `target`: B packed in its panels."""
+    panel = target_panel(vector_lanes(target, "float32"))
+    return lambda attrs, inputs: opdef.compute(attrs, inputs, panel=panel)  # type: ignore
+
+
+def panel_width(n: int, panel: int = PANEL) -> int:
+    """Columns per packed panel of B for N output columns (0: do not pack, N is too narrow
+    to vectorize): `panel`, or 16 where N is narrower."""
+    return panel if n >= panel else 16 if n >= 16 else 0
 
 
 def _bidx(shape: Sequence[int], batch: Sequence[Expr]) -> list[Expr]:
@@ -59,10 +78,11 @@ def _bidx(shape: Sequence[int], batch: Sequence[Expr]) -> list[Expr]:
 
 def dense_compute(a: Tensor, b: Tensor, trans_a: bool, trans_b: bool, tag: str,
                   epilogue: Callable[[Expr, Sequence[Expr]], Expr] | None = None,
-                  pack: bool = True) -> Tensor:
+                  panel: int = PANEL) -> Tensor:
     """A @ B over the last two dims with broadcast batch dims (A, B at least 2-D); the
-    output stage applies `epilogue(value, index)` if given. `pack=False` reads B in place
-    (GPU schedules stage their own tiles of it in shared memory)."""
+    output stage applies `epilogue(value, index)` if given. B is packed in panels of
+    `panel` columns (`target_panel`); `panel=0` reads B in place (GPU schedules stage their
+    own tiles of it in shared memory)."""
     a_s, b_s = shape_of(a), shape_of(b)
     m, k_a = (a_s[-1], a_s[-2]) if trans_a else (a_s[-2], a_s[-1])
     k_b, n = (b_s[-1], b_s[-2]) if trans_b else (b_s[-2], b_s[-1])
@@ -70,7 +90,7 @@ def dense_compute(a: Tensor, b: Tensor, trans_a: bool, trans_b: bool, tag: str,
     batch_a, batch_b = a_s[:-2], b_s[:-2]
     batch = broadcast_shape(batch_a, batch_b)
     k = te.reduce_axis((0, k_a), name="k")
-    nr = panel_width(n) if m >= SMALL_M and pack else 0
+    nr = panel_width(n, panel) if m >= SMALL_M and panel else 0
     # float16 products are summed in float32, as numpy and onnxruntime do: a float16
     # accumulator drifts by several units in the last place over a few dozen terms
     wide = a.dtype == dt.float16
@@ -157,13 +177,13 @@ def _infer_matmul(attrs: Attrs, inputs: Sequence[TensorType | None]) -> list[Ten
 
 
 def _compute_matmul(attrs: Attrs, inputs: Sequence[Tensor | None],
-                    pack: bool = True) -> list[Tensor]:
+                    panel: int = PANEL) -> list[Tensor]:
     a, b = inputs
     assert a is not None and b is not None
     a_s, b_s = shape_of(a), shape_of(b)
     a2 = a if len(a_s) > 1 else te.compute((1, a_s[0]), lambda _, kk: a[kk], name="a_row")
     b2 = b if len(b_s) > 1 else te.compute((b_s[0], 1), lambda kk, _: b[kk], name="b_col")
-    out = dense_compute(a2, b2, False, False, "MatMul", pack=pack)  # type: ignore[arg-type]
+    out = dense_compute(a2, b2, False, False, "MatMul", panel=panel)  # type: ignore[arg-type]
     if len(a_s) > 1 and len(b_s) > 1:
         return [out]
     shape = _matmul_shapes(a_s, b_s)
@@ -204,7 +224,7 @@ def _infer_gemm(attrs: Attrs, inputs: Sequence[TensorType | None]) -> list[Tenso
 
 
 def _compute_gemm(attrs: Attrs, inputs: Sequence[Tensor | None],
-                  pack: bool = True) -> list[Tensor]:
+                  panel: int = PANEL) -> list[Tensor]:
     a, b = inputs[0], inputs[1]
     c = inputs[2] if len(inputs) > 2 else None
     assert a is not None and b is not None
@@ -222,7 +242,7 @@ def _compute_gemm(attrs: Attrs, inputs: Sequence[Tensor | None],
         return value
 
     return [dense_compute(a, b, bool(attrs["transA"]), bool(attrs["transB"]), "Gemm",
-                          epilogue, pack)]
+                          epilogue, panel)]
 
 
 # -- knobs ----------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from ember.lowering.cache import KernelCache
 from ember.lowering.compile import choose_knobs, lower_group
 from ember.lowering.groups import fused_groups, optimize
 from ember.ops.conv_blocked import ConvKnobs
-from ember.ops.dense import DenseKnobs
+from ember.ops.dense import DenseKnobs, target_panel
 from ember.ops.generic import InjectiveKnobs
 from ember.ops.knobs import Task
 from ember.target import Target
@@ -44,9 +44,11 @@ def test_knobs_reach_the_kernel(tmp_path) -> None:
     default = ember.compile(_graph(), cache=cache)
     name = _matmul_group(default)
     chosen = default.stats["knobs"][name]
-    assert chosen["family"] == "DenseKnobs" and chosen["cols"] == 32  # packed panels of 32
+    # packed panels of the host's width (2 vectors: 32 columns with AVX-512, 16 with AVX2)
+    assert chosen["family"] == "DenseKnobs" and chosen["cols"] == target_panel(
+        Target.host().vector_lanes("float32"))
     assert 20 % chosen["rows"] == 0            # the host's row tile divides the 20 rows
-    knobs = DenseKnobs(rows=4 if chosen["rows"] != 4 else 5, cols=32,
+    knobs = DenseKnobs(rows=4 if chosen["rows"] != 4 else 5, cols=chosen["cols"],
                        parallel_rows=not chosen["parallel_rows"])
     tuned = ember.compile(_graph(), cache=KernelCache(tmp_path), knobs={name: knobs})
     assert tuned.stats["knobs"][name] == {"family": "DenseKnobs", **knobs.to_dict()}
@@ -62,7 +64,7 @@ def test_knobs_reach_the_kernel(tmp_path) -> None:
 
 def test_a_knob_changes_the_lowered_loops() -> None:
     target = Target("llvm")
-    groups = fused_groups(optimize(_graph(), 3, target))
+    groups = fused_groups(optimize(_graph(), 3, target), target=target)
     default = choose_knobs(groups, target)
     calls: list[tuple[str, Task]] = []
 
@@ -71,7 +73,7 @@ def test_a_knob_changes_the_lowered_loops() -> None:
         if task.op != "MatMul":
             return None
         host = DenseKnobs.default(task)          # another row tile than the host's default
-        return DenseKnobs(rows=4 if host.rows != 4 else 5, cols=32)
+        return DenseKnobs(rows=4 if host.rows != 4 else 5, cols=host.cols)
 
     picked = choose_knobs(groups, target, pick)
     assert [n for n, _ in calls] == [g.name for g in groups]

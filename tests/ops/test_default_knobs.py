@@ -156,8 +156,12 @@ def test_defaults_differ_where_the_facts_differ() -> None:
     # 14 columns x 1 block: 15 loads a step are more than 14 FMAs on two pipes take
     spr_56 = defaults("conv3x3_64x56", OTHERS["sapphirerapids"])[1]
     assert (spr_56.ow_tile, spr_56.oc_tile) == (8, 2)
-    # a 32-column NEON panel is 8 registers a row: 2 rows, not Zen 4's 8
-    assert defaults("dense_128x768x768", OTHERS["cortex-a72"])[1].rows == 2
+    # B panels of two vectors: 32 columns x 8 rows on Zen 4; 16 columns (2 ymm, 4 q
+    # registers) x 4 rows with AVX2 and NEON (a 32-column panel left room for 2 rows)
+    assert defaults("dense_128x768x768", ZEN4)[1].cols == 32
+    for cpu in ("skylake", "cortex-a72"):
+        dense = defaults("dense_128x768x768", OTHERS[cpu])[1]
+        assert (dense.rows, dense.cols) == (4, 16)
     c = matmul(256, 512, 1024, nr=32)[3]
     zen4 = MatmulKnobs.default(Task((c,), Target(ZEN4)))
     spr = MatmulKnobs.default(Task((c,), Target(OTHERS["sapphirerapids"])))

@@ -218,8 +218,8 @@ BAD = [
     ("conv_nchw_plain", ConvNCHWKnobs(ow_tile=2, parallel_rows=True),
      r"parallel_rows=True needs the blocked compute"),
     ("conv_nchw_blocked", ConvNCHWKnobs(ow_tile=10), r"ow_tile=10 is outside \[1, 9\]"),
-    ("matmul_packed", DenseKnobs(rows=4, cols=16), r"cols=16 must be one of \(32,\) "
-                                                   r"\(the panel width"),
+    ("matmul_packed", DenseKnobs(rows=4, cols=8), r"cols=8 must be one of \((16|32),\) "
+                                                  r"\(the panel width"),
     ("matmul_batched", DenseKnobs(rows=99, cols=4), r"DenseKnobs: knob rows=99 is outside"),
     ("gemm_dot", DenseKnobs(rows=2, cols=2), r"rows=2 must be one of \(1,\)"),
     ("lppool", PoolKnobs(ow_tile=0, row_tile=1), r"PoolKnobs: knob ow_tile=0"),

@@ -36,7 +36,7 @@ def gpu_compute(opdef: OpDef) -> Callable[[Attrs, Sequence[Tensor | None]], list
     if opdef.name in ("MatMul", "Gemm"):
         # B read in place: the CPU's packed panels are laid out for vector registers, and
         # a shared tile of them would span every panel (bounds of j // panel are loose)
-        return lambda attrs, inputs: opdef.compute(attrs, inputs, pack=False)  # type: ignore
+        return lambda attrs, inputs: opdef.compute(attrs, inputs, panel=0)  # type: ignore
     return opdef.compute
 
 
