@@ -203,6 +203,11 @@ def test_tile_efficiency_rule() -> None:
     # a 7-column tail tile: 13/14 useful); the tile with spare load slots wins
     assert conv_tile((1, 63, 13, 13, 16), False, 16, spr) == (7, 3)
     assert conv_tile((1, 63, 13, 13, 16), False, 16, zen4) == (13, 1)
+    # AVX2 (12 ymm accumulators, two FMA pipes), 1000 classes = 125 full blocks of 8: no
+    # divisor 2-4, so 5 blocks x 2 columns (7 loads a step, FMA-bound) beat 7 x 1 (8 loads
+    # for 7 FMAs, load-bound)
+    skylake = Target(OTHERS["skylake"]).facts
+    assert conv_tile((1, 125, 13, 13, 8), False, 8, skylake) == (2, 5)
 
 
 def test_row_tile_rule() -> None:
