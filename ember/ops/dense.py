@@ -285,7 +285,7 @@ class DenseKnobs(Knobs):
         if kind == "dot":
             return cls(1, max(pick_tile(n, 8), 4), False)
         # Rows of the register tile from the registers and FMA pipes (budgets.row_tile):
-        # each row is width / lanes vector accumulators (8 rows x 2 zmm on Zen 4, 2 x 4 ymm
+        # each row is width / lanes vector accumulators (8 rows x 2 zmm on Zen 4, 4 x 2 ymm
         # on an AVX2 core); the widest divisor of M, else a tail tile of the full depth.
         # Parallel granularity from the thread count: panels x batch >= threads.
         mm = task.find(*DENSE_TAGS)
