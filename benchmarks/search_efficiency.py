@@ -109,7 +109,7 @@ def measure_pools(tasks: Sequence[Any], db_path: str, size: int, timeout: float,
     with TuningDatabase(db_path) as db, LocalRunner(settings) as runner:
         for task in tasks:
             fingerprint = Target(task.target).fingerprint
-            done = db.measured(task.key, fingerprint)
+            done = db.measured(task.key, fingerprint, settings.timing)
             todo = [p for p in pool_points(task, size, seed) if knobs_json(p) not in done]
             log(f"{task.description}: {len(done)} measured, {len(todo)} to measure")
             start = time.perf_counter()
@@ -118,7 +118,8 @@ def measure_pools(tasks: Sequence[Any], db_path: str, size: int, timeout: float,
                 results = runner.measure(task, points)
                 db.add([Record(task.key, task.family, task.description, task.target,
                                fingerprint, p, r.costs, r.error, features(task, p),
-                               __version__) for p, r in zip(points, results)])
+                               __version__, timing=settings.timing)
+                        for p, r in zip(points, results)])
                 log(f"  {i + len(points)}/{len(todo)} in {time.perf_counter() - start:.0f} s")
 
 

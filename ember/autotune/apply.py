@@ -6,7 +6,8 @@ becomes that group's knobs (through `ember.compile(..., knobs=...)`).
 
 Only records measured on the same target fingerprint apply: a record from another CPU or
 thread count never applies silently. A task's best record applies only where the task's
-default was measured too (successfully) and was slower.
+default was measured too (successfully) and was slower, timed the same way (cold or warm
+weights) as the task's newest record.
 """
 
 from __future__ import annotations
@@ -36,7 +37,12 @@ class DatabaseKnobs:
         # file is not held open while compiling)
         self.best: dict[str, Record] = {}
         self.costs: dict[str, dict[str, float]] = {}
-        for r in db.records(fingerprint=self.fingerprint, ok_only=True):
+        records = db.records(fingerprint=self.fingerprint, ok_only=True)
+        # a task's records timed like its newest one (cold and warm times never compared)
+        timing = {r.task_key: r.timing for r in sorted(records, key=lambda r: r.timestamp)}
+        for r in records:
+            if r.timing != timing[r.task_key]:
+                continue
             if r.task_key not in self.best or r.best < self.best[r.task_key].best:
                 self.best[r.task_key] = r
             seen = self.costs.setdefault(r.task_key, {})

@@ -32,12 +32,14 @@ def report(db: Any, fingerprint: str | None) -> str:
     by_task: dict[str, list] = {}
     for r in db.records(fingerprint=fingerprint):
         by_task.setdefault(r.task_key, []).append(r)
-    lines = [f"{'task':60} {'records':>7} {'errors':>6} {'best ms':>9}"]
+    lines = [f"{'task':60} {'records':>7} {'errors':>6} {'best ms':>9} timing"]
     for records in by_task.values():
-        best = min((r.best for r in records), default=math.inf)
+        # the best among the records timed like the newest one (cold and warm not compared)
+        timing = max(records, key=lambda r: r.timestamp).timing
+        best = min((r.best for r in records if r.timing == timing), default=math.inf)
         errors = sum(1 for r in records if not r.ok)
         lines.append(f"{records[0].task[:60]:60} {len(records):>7} {errors:>6} "
-                     f"{best * 1e3:>9.3f}")
+                     f"{best * 1e3:>9.3f} {timing or '?'}")
     return "\n".join(lines)
 
 

@@ -7,7 +7,10 @@ per batch), the best record per task and target, and JSON lines export / import.
 
 Records are keyed by the task and the target's fingerprint (CPU, features, threads), so a
 record measured on another machine is never applied silently; it may still serve as
-training data for the cost model (`records(fingerprint=None)`).
+training data for the cost model (`records(fingerprint=None)`). Each record says how it was
+timed (`timing`: 'cold' weights or 'warm', '' for records of schema 1, which did not say):
+a task's best record is taken among the records timed like its newest one, never by
+comparing a cold time with a warm one.
 """
 
 from __future__ import annotations
@@ -24,9 +27,9 @@ from typing import Any
 
 from ember.errors import TuningError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 _COLUMNS = ("task_key", "family", "task", "target", "fingerprint", "knobs", "costs", "median",
-            "best", "error", "features", "version", "timestamp")
+            "best", "error", "features", "version", "timestamp", "timing")
 _SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS records (
@@ -44,6 +47,7 @@ CREATE TABLE IF NOT EXISTS records (
     features TEXT,                -- JSON list (the cost model's loop features) or NULL
     version TEXT NOT NULL,        -- ember version that measured it
     timestamp REAL NOT NULL,
+    timing TEXT NOT NULL DEFAULT '',  -- 'cold' or 'warm' weights, '' unknown (schema 1)
     UNIQUE (task_key, fingerprint, knobs, timestamp)
 );
 CREATE INDEX IF NOT EXISTS records_task ON records (task_key, fingerprint);
@@ -72,6 +76,7 @@ class Record:
     features: tuple[float, ...] | None = None
     version: str = ""
     timestamp: float = field(default_factory=time.time)
+    timing: str = ""        # 'cold' or 'warm' (MeasureSettings.timing); '' unknown
 
     @property
     def ok(self) -> bool:
@@ -96,7 +101,7 @@ class Record:
                 "target": self.target, "fingerprint": self.fingerprint,
                 "knobs": dict(self.knobs), "costs": list(self.costs), "error": self.error,
                 "features": None if self.features is None else list(self.features),
-                "version": self.version, "timestamp": self.timestamp}
+                "version": self.version, "timestamp": self.timestamp, "timing": self.timing}
 
     @staticmethod
     def from_json(data: Mapping[str, Any], where: str = "record") -> Record:
@@ -107,7 +112,8 @@ class Record:
                           tuple(float(c) for c in data.get("costs", ())),
                           None if data.get("error") is None else str(data["error"]),
                           None if features is None else tuple(float(f) for f in features),
-                          str(data.get("version", "")), float(data["timestamp"]))
+                          str(data.get("version", "")), float(data["timestamp"]),
+                          str(data.get("timing") or ""))
         except (KeyError, TypeError, ValueError) as error:
             raise TuningError(f"{where}: not a tuning record ({type(error).__name__}: "
                               f"{error})") from None
@@ -140,6 +146,10 @@ class TuningDatabase:
                 self._db.execute("PRAGMA journal_mode = WAL")
                 self._db.executescript(_SCHEMA)
             version = self._db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+            if version is not None and version[0] == "1":
+                _upgrade(self.path)
+                version = self._db.execute("SELECT value FROM meta WHERE key = 'schema'"
+                                           ).fetchone()
         except sqlite3.DatabaseError as error:
             raise TuningError(f"tuning database '{self.path}' is unreadable or not a tuning "
                               f"database ({error}); move it away to start a new one") from None
@@ -167,11 +177,12 @@ class TuningDatabase:
 
     # -- reading --------------------------------------------------------------------------
     def records(self, task_key: str | None = None, fingerprint: str | None = None,
-                family: str | None = None, ok_only: bool = False) -> list[Record]:
+                family: str | None = None, ok_only: bool = False, timing: str | None = None
+                ) -> list[Record]:
         """The records matching every given field, oldest first."""
         where, args = [], []
         for column, value in (("task_key", task_key), ("fingerprint", fingerprint),
-                              ("family", family)):
+                              ("family", family), ("timing", timing)):
             if value is not None:
                 where.append(f"{column} = ?")
                 args.append(value)
@@ -184,16 +195,29 @@ class TuningDatabase:
 
     def best(self, task_key: str, fingerprint: str) -> Record | None:
         """The fastest correct record of a task on a target, or None: the lowest minimum over
-        its runs (interference from other work on the machine only ever adds time)."""
+        its runs (interference from other work on the machine only ever adds time), among
+        the records timed like the task's newest correct record."""
+        timing = self.latest_timing(task_key, fingerprint)
         rows = list(self._query(f"SELECT {', '.join(_COLUMNS)} FROM records WHERE task_key = ? "
-                                "AND fingerprint = ? AND error IS NULL AND median IS NOT NULL "
-                                "ORDER BY best, median, id LIMIT 1", [task_key, fingerprint]))
+                                "AND fingerprint = ? AND timing = ? AND error IS NULL AND "
+                                "median IS NOT NULL ORDER BY best, median, id LIMIT 1",
+                                [task_key, fingerprint, timing]))
         return _record(rows[0]) if rows else None
 
-    def measured(self, task_key: str, fingerprint: str) -> set[str]:
-        """The candidates (knobs_json) already measured for a task on a target."""
-        return {row[0] for row in self._query("SELECT knobs FROM records WHERE task_key = ? "
-                                              "AND fingerprint = ?", [task_key, fingerprint])}
+    def latest_timing(self, task_key: str, fingerprint: str) -> str | None:
+        """How the newest correct record of a task on a target was timed (None: no record)."""
+        rows = list(self._query("SELECT timing FROM records WHERE task_key = ? AND "
+                                "fingerprint = ? AND error IS NULL AND median IS NOT NULL "
+                                "ORDER BY timestamp DESC, id DESC LIMIT 1",
+                                [task_key, fingerprint]))
+        return str(rows[0][0]) if rows else None
+
+    def measured(self, task_key: str, fingerprint: str, timing: str | None = None
+                 ) -> set[str]:
+        """The candidates (knobs_json) already measured for a task on a target (timed as
+        `timing`, if given)."""
+        return {knobs_json(r.knobs) for r in self.records(task_key, fingerprint,
+                                                          timing=timing)}
 
     def __len__(self) -> int:
         return int(next(iter(self._query("SELECT COUNT(*) FROM records", [])))[0])
@@ -244,6 +268,20 @@ class TuningDatabase:
         self.close()
 
 
+def _upgrade(path: Path) -> None:
+    """Schema 1 -> 2 in place, in one transaction (another process may be doing the same):
+    records say how they were timed; the old ones did not ('')."""
+    db = sqlite3.connect(str(path), timeout=60.0, isolation_level=None)
+    try:
+        db.execute("BEGIN IMMEDIATE")
+        if db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone() == ("1",):
+            db.execute("ALTER TABLE records ADD COLUMN timing TEXT NOT NULL DEFAULT ''")
+            db.execute("UPDATE meta SET value = '2' WHERE key = 'schema'")
+        db.execute("COMMIT")
+    finally:
+        db.close()
+
+
 def _finite(x: float) -> float | None:
     return x if math.isfinite(x) else None
 
@@ -252,16 +290,16 @@ def _row(r: Record) -> tuple[Any, ...]:
     return (r.task_key, r.family, r.task, r.target, r.fingerprint, knobs_json(r.knobs),
             json.dumps(list(r.costs)), _finite(r.median), _finite(r.best), r.error,
             None if r.features is None else json.dumps(list(r.features)), r.version,
-            r.timestamp)
+            r.timestamp, r.timing)
 
 
 def _record(row: tuple[Any, ...]) -> Record:
     (task_key, family, task, target, fingerprint, knobs, costs, _median, _best, error,
-     features, version, timestamp) = row
+     features, version, timestamp, timing) = row
     return Record(task_key, family, task, target, fingerprint, json.loads(knobs),
                   tuple(json.loads(costs)), error,
                   None if features is None else tuple(json.loads(features)), version,
-                  timestamp)
+                  timestamp, timing)
 
 
 __all__ = ["Record", "TuningDatabase", "default_path", "knobs_json"]

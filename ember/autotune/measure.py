@@ -57,6 +57,14 @@ class MeasureSettings:
     seed: int = 0
     cold_weight_bytes: int = COLD_WEIGHT_BYTES  # weights rotated through copies (0: warm)
 
+    @property
+    def timing(self) -> str:
+        """'cold' (weights rotated through copies) or 'warm' (one copy, back to back): how
+        the records of a run were timed, so that records timed one way are only ranked
+        against each other (for a kernel without weights, or a device kernel, the two are
+        the same)."""
+        return "cold" if self.cold_weight_bytes else "warm"
+
     def __post_init__(self) -> None:
         if self.repeat < 1 or self.timeout <= 0 or self.max_number < 1:
             raise TuningError(f"MeasureSettings: repeat and max_number must be >= 1 and "

@@ -19,7 +19,7 @@ from typing import Any
 
 from ember.autotune.database import Record, TuningDatabase, knobs_json
 from ember.autotune.features import FEATURE_NAMES
-from ember.autotune.measure import LocalRunner, MeasureResult, Runner
+from ember.autotune.measure import LocalRunner, MeasureResult, MeasureSettings, Runner
 from ember.autotune.search import SEARCHES, ModelSearch
 from ember.autotune.task import TuneTask
 from ember.errors import EmberError, TuningError
@@ -42,6 +42,7 @@ class TaskProgress:
     since_improvement: int = 0
     history: list[float] = field(default_factory=list)   # best cost after each round
     done: bool = False
+    timing: str = ""        # how the runner times: 'cold' or 'warm' weights
 
     @property
     def speedup(self) -> float:
@@ -78,12 +79,12 @@ def _transfer(db: TuningDatabase, task: TuneTask) -> list[tuple[Sequence[float],
     for r in db.records(family=task.family):
         if r.task_key == task.key or r.features is None or len(r.features) != len(FEATURE_NAMES):
             continue
-        rows.append((r.features, r.best, f"{r.task_key}/{r.fingerprint}"))
+        rows.append((r.features, r.best, f"{r.task_key}/{r.fingerprint}/{r.timing}"))
     return rows
 
 
 def _start(task: TuneTask, db: TuningDatabase, search: str, seed: int, transfer: bool,
-           epsilon: float) -> TaskProgress:
+           epsilon: float, timing: str) -> TaskProgress:
     fingerprint = Target(task.target).fingerprint
     space = task.space()
     if search == "xgb":
@@ -91,10 +92,11 @@ def _start(task: TuneTask, db: TuningDatabase, search: str, seed: int, transfer:
                                     epsilon, _transfer(db, task) if transfer else ())
     else:
         strategy = SEARCHES[search](space, seed)
-    progress = TaskProgress(task, fingerprint, strategy, set())
+    progress = TaskProgress(task, fingerprint, strategy, set(), timing=timing)
     default = knobs_json(task.default_point())
-    earlier = db.records(task_key=task.key, fingerprint=fingerprint)
-    for r in earlier:  # resume: what was measured trains the model and is not repeated
+    # resume: what was measured (timed the same way) trains the model and is not repeated
+    earlier = db.records(task_key=task.key, fingerprint=fingerprint, timing=timing)
+    for r in earlier:
         point = dict(r.knobs)
         result = MeasureResult(r.costs, r.error)
         progress.note(point, result, knobs_json(point) == default)
@@ -116,7 +118,7 @@ def _measure(progress: TaskProgress, points: list[dict[str, Any]], runner: Runne
                     else _safe_features(task, point))
         records.append(Record(task.key, task.family, task.description, task.target,
                               progress.fingerprint, point, result.costs, result.error,
-                              tuple(features), version))
+                              tuple(features), version, timing=progress.timing))
         progress.note(point, result, knobs_json(point) == default)
     db.add(records)
     progress.strategy.observe(points, [r.best for r in results])
@@ -189,7 +191,10 @@ def tune(tasks: Sequence[TuneTask] | Any, db: TuningDatabase | None = None,
     own_runner = runner is None
     runner = runner or LocalRunner()
     deadline = None if budget_seconds is None else time.monotonic() + budget_seconds
-    states = [_start(t, db, search, seed + i, transfer, epsilon) for i, t in enumerate(tasks)]
+    settings = getattr(runner, "settings", None)
+    timing = settings.timing if isinstance(settings, MeasureSettings) else ""
+    states = [_start(t, db, search, seed + i, transfer, epsilon, timing)
+              for i, t in enumerate(tasks)]
     bar = _bar(trials, progress)
     used = 0
     try:

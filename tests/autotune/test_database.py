@@ -16,10 +16,10 @@ from ember.errors import TuningError
 
 
 def _record(key="t1", knobs=None, costs=(1e-3, 2e-3, 1.5e-3), error=None, fp="fp-a",
-            stamp=None):
+            stamp=None, timing="cold"):
     return Record(key, "ConvKnobs", f"task {key}", "llvm", fp, knobs or {"ow_tile": 4},
                   tuple(costs) if error is None else (), error, (1.0, 2.0), "0.1.0",
-                  time.time() if stamp is None else stamp)
+                  time.time() if stamp is None else stamp, timing)
 
 
 def test_round_trip_and_best(tmp_path):
@@ -40,6 +40,46 @@ def test_round_trip_and_best(tmp_path):
         assert len(errors) == 1 and errors[0].error.startswith("wrong answer")
         assert db.measured("t1", "fp-a") == {knobs_json({"ow_tile": k}) for k in (2, 4, 8)}
         assert db.records(family="ConvKnobs", ok_only=True)[0].features == (1.0, 2.0)
+
+
+def test_best_is_taken_among_records_timed_like_the_newest(tmp_path):
+    """A warm time (weights in cache) is never ranked against a cold one: the best of a task
+    comes from the records timed like its newest correct record."""
+    with TuningDatabase(tmp_path / "db.sqlite") as db:
+        db.add([_record(knobs={"ow_tile": 1}, costs=(1e-4,), stamp=1.0, timing="warm"),
+                _record(knobs={"ow_tile": 2}, costs=(3e-4,), stamp=2.0, timing="cold"),
+                _record(knobs={"ow_tile": 4}, costs=(2e-4,), stamp=3.0, timing="cold")])
+        assert db.latest_timing("t1", "fp-a") == "cold"
+        assert db.best("t1", "fp-a").knobs == {"ow_tile": 4}   # not the warm 1e-4
+        db.add(_record(knobs={"ow_tile": 8}, costs=(5e-4,), stamp=4.0, timing="warm"))
+        assert db.best("t1", "fp-a").knobs == {"ow_tile": 1}   # now warm records rank
+        db.add(_record(knobs={"ow_tile": 3}, stamp=5.0, timing="cold", error="crashed"))
+        assert db.latest_timing("t1", "fp-a") == "warm"        # errors do not count
+        assert db.measured("t1", "fp-a", "cold") == {knobs_json({"ow_tile": k})
+                                                     for k in (2, 3, 4)}
+        assert [r.timing for r in db.records(timing="warm")] == ["warm", "warm"]
+
+
+def test_schema_1_database_is_upgraded_in_place(tmp_path):
+    """A database written before records said how they were timed opens (for reading or
+    writing) with its records kept, timing ''."""
+    import sqlite3
+
+    path = tmp_path / "old.sqlite"
+    with TuningDatabase(path) as db:
+        db.add([_record(knobs={"ow_tile": k}, costs=(k * 1e-4,)) for k in (1, 2)])
+    con = sqlite3.connect(path)   # back to schema 1: no timing column
+    con.execute("ALTER TABLE records DROP COLUMN timing")
+    con.execute("UPDATE meta SET value = '1' WHERE key = 'schema'")
+    con.commit()
+    con.close()
+    with TuningDatabase(path, readonly=True) as db:
+        assert [r.timing for r in db.records()] == ["", ""]
+        assert db.best("t1", "fp-a").knobs == {"ow_tile": 1}
+    with TuningDatabase(path) as db:
+        db.add(_record(knobs={"ow_tile": 3}, costs=(9e-4,), timing="warm"))
+        assert db.best("t1", "fp-a").knobs == {"ow_tile": 3}
+        assert len(db) == 3
 
 
 def test_jsonl_export_import(tmp_path):
@@ -91,7 +131,7 @@ def test_schema_version_and_readonly_writes(tmp_path):
     con.execute("UPDATE meta SET value = '99' WHERE key = 'schema'")
     con.commit()
     con.close()
-    with pytest.raises(TuningError, match="schema version 99, expected 1"):
+    with pytest.raises(TuningError, match="schema version 99, expected 2"):
         TuningDatabase(path)
 
 

@@ -86,8 +86,9 @@ def test_tune_then_compile_uses_best_record(model, tasks, tmp_path):
         # a record that beats everything, at a point that is not the default
         point = next(p for p in heavy.space().points() if p != heavy.default_point())
         fingerprint = Target(TARGET).fingerprint
+        assert {r.timing for r in db.records()} == {"cold"}   # as the runner times
         db.add([Record(heavy.key, heavy.family, heavy.description, TARGET, fingerprint,
-                       point, (1e-9,), None, None, "test", time.time()),
+                       point, (1e-9,), None, None, "test", time.time(), "cold"),
                 # faster still, but measured on another machine: never applied
                 Record(heavy.key, heavy.family, heavy.description, TARGET, "other cpu",
                        heavy.default_point() | {"ow_tile": 1}, (1e-12,), None, None,
@@ -126,6 +127,30 @@ def test_record_without_a_measured_default_is_not_applied(model, tasks, tmp_path
         db.add(Record(heavy.key, heavy.family, heavy.description, TARGET, fingerprint,
                       heavy.default_point(), (1e-8,), None, None, "test", time.time()))
         assert database_knobs(db, TARGET)(heavy.group, task) == heavy.knobs_at(point)
+
+
+def test_records_apply_only_against_a_default_timed_the_same_way(model, tasks, tmp_path):
+    """A candidate timed warm (weights in cache) never replaces a default timed cold: a
+    task's records count only if timed like its newest one."""
+    heavy = next(t for t in tasks if t.family == "ConvKnobs" and t.weight == 2)
+    point = next(p for p in heavy.space().points() if p != heavy.default_point())
+    fingerprint = Target(TARGET).fingerprint
+    from ember.autotune.lowering import knob_task
+
+    task = knob_task(heavy.group, Target(TARGET))
+
+    def record(knobs, cost, stamp, timing):
+        return Record(heavy.key, heavy.family, heavy.description, TARGET, fingerprint,
+                      knobs, (cost,), None, None, "test", stamp, timing)
+
+    with TuningDatabase(tmp_path / "db.sqlite") as db:
+        db.add([record(heavy.default_point(), 2e-3, 1.0, "cold"),
+                record(point, 1e-3, 2.0, "warm")])
+        assert database_knobs(db, TARGET)(heavy.group, task) is None
+        db.add(record(heavy.default_point(), 3e-3, 3.0, "warm"))
+        assert database_knobs(db, TARGET)(heavy.group, task) == heavy.knobs_at(point)
+        db.add(record(point, 4e-3, 4.0, "cold"))   # newest cold: slower than the default
+        assert database_knobs(db, TARGET)(heavy.group, task) is None
 
 
 def test_missing_database(model):
