@@ -14,6 +14,7 @@ medians measured by the tuner (the kernel alone, its weights rotated through cop
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import sys
@@ -50,15 +51,16 @@ def main(argv: list[str] | None = None) -> int:
     from ember.autotune.task import extract_tasks
     from ember.runtime import threadpool
     from ember.target_facts import host_cpu_model
-    from ember.zoo import build_model, random_inputs
+    from ember.zoo import MODELS, build_model, random_inputs
 
     sys.path.insert(0, os.path.dirname(__file__))
     from peers import ort_session
 
     threadpool.set_num_threads(args.threads)
     target = f"llvm -num-cores={args.threads}"
-    config = {"image_size": args.image_size} if args.model != "bert-tiny" else {}
-    model = build_model(args.model, **config)
+    # --image-size only for the models that take one (the CNNs)
+    takes_size = "image_size" in inspect.signature(MODELS[args.model]).parameters
+    model = build_model(args.model, **({"image_size": args.image_size} if takes_size else {}))
     feeds = random_inputs(model)
     work = tempfile.mkdtemp(prefix="ember-tune-")
     path = os.path.join(work, "model.onnx")
