@@ -57,15 +57,24 @@ def row_tile(facts: TargetFacts, vectors_per_row: int) -> int:
 LOADS_PER_CYCLE = 2
 
 
-def tile_efficiency(facts: TargetFacts, fmas: int, loads: int) -> float:
+# vectors a core moves from its L2 into L1 a cycle at best: one 32-byte ymm on Zen 3 (32 bytes
+# a cycle), one 64-byte zmm on Zen 4 and Sapphire Rapids (64 bytes a cycle)
+L2_VECTORS_PER_CYCLE = 1.0
+
+
+def tile_efficiency(facts: TargetFacts, fmas: int, loads: int, l2_loads: int = 0) -> float:
     """The fraction of the FMA pipes' peak a register tile reaches when each step of its
     reduction issues `fmas` vector FMAs (one per accumulator) and `loads` vector or broadcast
-    loads: a step takes the longest of the FMA pipes' time, the load ports' time and the FMA
-    latency (an accumulator waits for its previous FMA). On Zen 4 (one 512-bit FMA a cycle)
-    14 columns x 1 block are FMA-bound; with two 512-bit FMA pipes (Sapphire Rapids) the same
-    tile's 15 loads take longer than its 14 FMAs, and 8 columns x 2 blocks are not."""
+    loads, `l2_loads` of them from L2 (weights that do not stay in L1 from one tile to the
+    next): a step takes the longest of the FMA pipes' time, the load ports' time, L2's time
+    and the FMA latency (an accumulator waits for its previous FMA). On Zen 4 (one 512-bit
+    FMA a cycle) 14 columns x 1 block are FMA-bound; with two 512-bit FMA pipes (Sapphire
+    Rapids) the same tile's 15 loads take longer than its 14 FMAs, and 8 columns x 2 blocks
+    are not. With two FMA pipes, a tile of 1 column x 8 blocks whose weights come from L2
+    waits 8 cycles for what its FMAs do in 4."""
     rate = facts.vector_fmas_per_cycle
-    cycles = max(fmas / rate, loads / LOADS_PER_CYCLE, facts.fma_latency, 1e-9)
+    cycles = max(fmas / rate, loads / LOADS_PER_CYCLE, l2_loads / L2_VECTORS_PER_CYCLE,
+                 facts.fma_latency, 1e-9)
     return fmas / rate / cycles
 
 
@@ -86,6 +95,6 @@ def power_of_two_below(value: int) -> int:
     return 1 << max(0, int(value).bit_length() - 1)
 
 
-__all__ = ["LOADS_PER_CYCLE", "accumulator_budget", "column_budget", "depthwise_budget",
+__all__ = ["L2_VECTORS_PER_CYCLE", "LOADS_PER_CYCLE", "accumulator_budget", "column_budget", "depthwise_budget",
            "narrow_budget", "power_of_two_below", "row_tile", "snap", "tile_efficiency",
            "vectors"]

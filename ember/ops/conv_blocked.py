@@ -119,7 +119,9 @@ class ConvKnobs(Knobs):
                 tile = deep
             icb = shape_of(task.find(f"{TAG}.winograd_in").outputs[0])[1]  # type: ignore
             return cls(tile, 1, parallel_columns=n * icb < 2 * task.threads)
-        ow_tile, oc_tile = conv_tile(shape, kind == "depthwise", lanes, facts)
+        weights = task.find(TAG).input_tensors()[1]  # type: ignore[union-attr]
+        block_bytes = int(np.prod(shape_of(weights))) * weights.dtype.bits // 8 // shape[1]
+        ow_tile, oc_tile = conv_tile(shape, kind == "depthwise", lanes, facts, block_bytes)
         rows = n * -(-ocb // oc_tile) * oh
         columns = -(-ow // ow_tile)
         # with two full-width FMAs a cycle a block's step of the tile takes half the cycles,
@@ -175,7 +177,8 @@ def _conv_task(task: Task) -> tuple[str, tuple[int, ...], int, int]:
 
 
 def conv_tile(out_shape: Sequence[int], depthwise: bool = False, lanes: int = 0,
-              facts: TargetFacts | None = None) -> tuple[int, int]:
+              facts: TargetFacts | None = None, block_weight_bytes: int = 0
+              ) -> tuple[int, int]:
     """(ow_tile, oc_tile) for an output [N, OCB, OH, OW, ob] on a target with `facts` (default:
     32 vector registers, one vector FMA a cycle of latency 4, as on Zen 4).
 
@@ -183,7 +186,12 @@ def conv_tile(out_shape: Sequence[int], depthwise: bool = False, lanes: int = 0,
     times the useful fraction of its column tiles (a tail tile wastes columns), among tiles
     of up to 8 channel blocks (a divisor of OCB) whose accumulators fit the register budget
     (125 blocks of 8 on AVX2: 2 columns x 5 blocks, not 7 x 1: 512->1000 @13, 1 thread,
-    Zen 3, 2.6 -> 2.2 ms); ties go to tiles that leave the load ports a
+    Zen 3, 2.6 -> 2.2 ms). `block_weight_bytes` (the weights of one output-channel block over
+    the whole reduction): where a tile's blocks hold more than half of L1, the next column
+    tile reads their weights from L2 again, so each weight load counts against L2's rate
+    (AVX2: ResNet-50's convs at 7x7 take 4 x 2 instead of 1 x 8, 1 thread, Zen 3: 2048->512
+    1x1 3.4 -> 0.8-1.3 ms, 512->512 3x3 stride 2 4.3 -> 2.2 ms);
+    ties go to tiles that leave the load ports a
     spare slot, then to column tiles that divide OW, then to the widest, then to the most
     channel blocks. A block narrower than the vector (ob < lanes, e.g. 1000 = 125 blocks of 8
     channels) does half the work per FMA, so loads become the limit: there the tile maximizes
@@ -207,7 +215,8 @@ def conv_tile(out_shape: Sequence[int], depthwise: bool = False, lanes: int = 0,
         w, oc = tile
         useful = ow / (-(-ow // w) * w)
         fmas, loads = w * oc * per_block, w + oc * per_block
-        efficiency = tile_efficiency(facts, fmas, loads)
+        from_l2 = oc * block_weight_bytes > facts.l1d_bytes // 2
+        efficiency = tile_efficiency(facts, fmas, loads, oc * per_block if from_l2 else 0)
         # between equals, a tile with spare load slots: one whose loads fill both ports
         # leaves none for the loop's own (13x1 of 512->1000 @13: 1.28 ms, 7x3 1.07 ms)
         spare = loads / LOADS_PER_CYCLE < fmas / facts.vector_fmas_per_cycle

@@ -210,6 +210,26 @@ def test_tile_efficiency_rule() -> None:
     assert conv_tile((1, 125, 13, 13, 8), False, 8, skylake) == (2, 5)
 
 
+def test_weights_from_l2_rule() -> None:
+    """A tile whose blocks' weights overflow half of L1 reads them from L2 for every column
+    tile, one vector a cycle: on AVX2, 2048->512 at 7x7 (64 KiB of weights a block) takes 4
+    columns x 2 blocks (2 weight vectors for 8 FMAs) instead of 1 x 8 (8 from L2 for 8 FMAs
+    that two pipes do in 4 cycles); weights that stay in L1 keep 1 x 8; Zen 4's single FMA
+    pipe keeps its tile either way."""
+    skylake, zen4 = Target(OTHERS["skylake"]).facts, Target(ZEN4).facts
+    assert tile_efficiency(skylake, 8, 9, 8) == pytest.approx(4 / 8)
+    assert tile_efficiency(skylake, 8, 6, 2) == 1.0
+    assert conv_tile((1, 64, 7, 7, 8), False, 8, skylake) == (1, 8)
+    assert conv_tile((1, 64, 7, 7, 8), False, 8, skylake, 64 * 1024) == (4, 2)
+    assert conv_tile((1, 64, 7, 7, 8), False, 8, skylake, 1024) == (1, 8)
+    assert (conv_tile((1, 32, 7, 7, 16), False, 16, zen4, 128 * 1024)
+            == conv_tile((1, 32, 7, 7, 16), False, 16, zen4))
+    # through the task: ResNet-50's last 1x1 conv (2048 -> 512 at 7x7) on AVX2
+    task, family = task_of(*conv_group(2048, 512, 7, 1, 8), OTHERS["skylake"])
+    knobs = family.default(task)
+    assert (knobs.ow_tile, knobs.oc_tile) == (4, 2)
+
+
 def test_row_tile_rule() -> None:
     """Rows: twice the FMA latency x throughput, capped at half the registers."""
     facts = Target(ZEN4).facts
