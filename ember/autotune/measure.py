@@ -340,7 +340,8 @@ class LocalRunner:
     or hangs is replaced. With several workers, candidates build in parallel while kernel
     runs take turns the runner grants one worker at a time (a timed kernel shares the
     machine with builds, never with another timed kernel: use workers > 1 where cores are
-    spare beyond the target's threads). Workers are forked (they start with ember loaded),
+    spare beyond the target's threads; on 2 vCPUs a build beside a 1-thread timed kernel
+    still slowed it 1.0-2.3x). Workers are forked (they start with ember loaded),
     except for tasks on GPU targets, whose workers are spawned (fresh interpreters: a device
     runtime's threads and handles do not survive a fork); `start` forces one method for all."""
 
