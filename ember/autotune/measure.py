@@ -228,11 +228,48 @@ class WorkerState:
         self.fastest[key] = ranked[:2]
 
 
+def task_target(task: Measurable) -> Any:
+    """The task's ember Target, None for a measurable that names none."""
+    from ember.target import Target
+
+    target = getattr(task, "target", None)
+    return Target(target) if isinstance(target, str) else None
+
+
+@contextlib.contextmanager
+def target_threads(task: Measurable):  # type: ignore[no-untyped-def]
+    """Parallel loops use the task's target's thread count (`-num-cores`, else the cores
+    this process may run on) while its candidates run, whatever the process was set to:
+    records keyed to a 1-core fingerprint are timed on 1 thread."""
+    from ember.runtime import threadpool
+
+    target = task_target(task)
+    if target is None or target.kind not in ("llvm", "c"):
+        yield
+        return
+    before = threadpool.num_threads()
+    threadpool.set_num_threads(min(target.num_cores, threadpool.MAX_THREADS))
+    try:
+        yield
+    finally:
+        threadpool.set_num_threads(before)
+
+
 def measure_one(task: Measurable, point: Mapping[str, Any], settings: MeasureSettings,
                 state: WorkerState | None = None, timing: Any = None) -> MeasureResult:
-    """Build, check and time one candidate in this process (exceptions become errors).
-    `timing` (a context: the runner's turn) is held while kernels run: builds of several
-    workers run in parallel, but no two candidates are timed at once."""
+    """Build, check and time one candidate in this process (exceptions become errors) on
+    the task's target's thread count. `timing` (a context: the runner's turn) is held
+    while kernels run: builds of several workers run in parallel, but no two candidates
+    are timed at once."""
+    try:
+        with target_threads(task):
+            return _measure_one(task, point, settings, state, timing)
+    except Exception as error:  # noqa: BLE001 - a bad target string is the candidate's error
+        return MeasureResult((), f"{type(error).__name__}: {error}", 0.0)
+
+
+def _measure_one(task: Measurable, point: Mapping[str, Any], settings: MeasureSettings,
+                 state: WorkerState | None, timing: Any) -> MeasureResult:
     from ember.autotune.database import knobs_json
 
     state = state if state is not None else WorkerState()
@@ -340,8 +377,7 @@ class LocalRunner:
     or hangs is replaced. With several workers, candidates build in parallel while kernel
     runs take turns the runner grants one worker at a time (a timed kernel shares the
     machine with builds, never with another timed kernel: use workers > 1 where cores are
-    spare beyond the target's threads; on 2 vCPUs a build beside a 1-thread timed kernel
-    still slowed it 1.0-2.3x). Workers are forked (they start with ember loaded),
+    spare beyond the target's threads). Workers are forked (they start with ember loaded),
     except for tasks on GPU targets, whose workers are spawned (fresh interpreters: a device
     runtime's threads and handles do not survive a fork); `start` forces one method for all."""
 
@@ -364,11 +400,8 @@ class LocalRunner:
     def _method(self, task: Measurable) -> str:
         if self._start is not None:
             return self._start
-        from ember.target import Target
-
-        target = getattr(task, "target", None)
-        kind = Target(target).kind if isinstance(target, str) else ""
-        return "spawn" if kind in GPU_KINDS else self._fork
+        target = task_target(task)
+        return "spawn" if target is not None and target.kind in GPU_KINDS else self._fork
 
     def _worker(self, slot: int, method: str) -> _Worker:
         worker = self._workers[slot]

@@ -260,3 +260,54 @@ def test_cold_weights_rotate_through_copies_and_leave_activations_alone():
     k.seen.clear()
     _time(k, MeasureSettings(repeat=2, cold_weight_bytes=0, min_run_seconds=1e-4))
     assert set(k.seen) == {id(k.args[1])}  # warm: always the one weight buffer
+
+
+class _ThreadsKernel:
+    """Writes how many threads parallel loops may use while it runs."""
+
+    def __init__(self):
+        self.outputs = [np.zeros(1, np.float32)]
+        self.seen = set()
+
+    def run(self):
+        from ember.runtime import threadpool
+
+        self.seen.add(threadpool.num_threads())
+
+
+class _ThreadsTask(ToyTask):
+    key = "threads-task"
+    kernels = []
+
+    def build(self, point, seed=0):
+        kernel = _ThreadsKernel()
+        self.kernels.append(kernel)
+        return kernel
+
+
+@pytest.mark.parametrize("cores", [1, 3])
+def test_candidates_run_on_the_targets_thread_count(cores):
+    from ember.autotune.measure import measure_one
+    from ember.runtime import threadpool
+
+    task = _ThreadsTask()
+    task.target = f"llvm -num-cores={cores}"
+    task.kernels = []
+    before = threadpool.num_threads()
+    threadpool.set_num_threads(2)
+    try:
+        result = measure_one(task, task.default_point(), SETTINGS)
+        assert result.ok, result.error
+        assert {n for k in task.kernels for n in k.seen} == {cores}
+        assert threadpool.num_threads() == 2  # the process's own count is given back
+    finally:
+        threadpool.set_num_threads(before)
+
+
+def test_a_bad_target_string_is_the_candidates_error():
+    from ember.autotune.measure import measure_one
+
+    task = _ThreadsTask()
+    task.target = "llvm -num-cores=many"
+    result = measure_one(task, task.default_point(), SETTINGS)
+    assert not result.ok and "num-cores" in result.error
