@@ -190,7 +190,8 @@ def conv_tile(out_shape: Sequence[int], depthwise: bool = False, lanes: int = 0,
     the whole reduction): where a tile's blocks hold more than half of L1, the next column
     tile reads their weights from L2 again, so each weight load counts against L2's rate
     (AVX2: ResNet-50's convs at 7x7 take 4 x 2 instead of 1 x 8, 1 thread, Zen 3: 2048->512
-    1x1 3.4 -> 0.8-1.3 ms, 512->512 3x3 stride 2 4.3 -> 2.2 ms);
+    1x1 2.8 -> 1.4 ms, 512->512 3x3 stride 2 7.1 -> 3.6 ms; its 14x14 1x1 convs 5 x 2
+    instead of 2 x 4: 256->1024 1.31 -> 1.16 ms);
     ties go to tiles that leave the load ports a
     spare slot, then to column tiles that divide OW, then to the widest, then to the most
     channel blocks. A block narrower than the vector (ob < lanes, e.g. 1000 = 125 blocks of 8

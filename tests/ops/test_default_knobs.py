@@ -212,16 +212,21 @@ def test_tile_efficiency_rule() -> None:
 
 def test_weights_from_l2_rule() -> None:
     """A tile whose blocks' weights overflow half of L1 reads them from L2 for every column
-    tile, one vector a cycle: on AVX2, 2048->512 at 7x7 (64 KiB of weights a block) takes 4
+    tile, 0.9 vectors a cycle: on AVX2, 2048->512 at 7x7 (64 KiB of weights a block) takes 4
     columns x 2 blocks (2 weight vectors for 8 FMAs) instead of 1 x 8 (8 from L2 for 8 FMAs
-    that two pipes do in 4 cycles); weights that stay in L1 keep 1 x 8; Zen 4's single FMA
-    pipe keeps its tile either way."""
+    that two pipes do in 4 cycles); weights that stay in L1 keep 1 x 8; at 14x14 with 8 KiB
+    a block, 5 x 2 (weights in L1, 14 of 15 columns useful) beats 2 x 4 (4 from L2 for 8
+    FMAs); Zen 4's single FMA pipe keeps its tile either way."""
     skylake, zen4 = Target(OTHERS["skylake"]).facts, Target(ZEN4).facts
-    assert tile_efficiency(skylake, 8, 9, 8) == pytest.approx(4 / 8)
+    assert tile_efficiency(skylake, 8, 9, 8) == pytest.approx(4 / (8 / 0.9))
     assert tile_efficiency(skylake, 8, 6, 2) == 1.0
     assert conv_tile((1, 64, 7, 7, 8), False, 8, skylake) == (1, 8)
     assert conv_tile((1, 64, 7, 7, 8), False, 8, skylake, 64 * 1024) == (4, 2)
     assert conv_tile((1, 64, 7, 7, 8), False, 8, skylake, 1024) == (1, 8)
+    assert conv_tile((1, 128, 14, 14, 8), False, 8, skylake, 8 * 1024) == (5, 2)
+    assert conv_tile((1, 128, 14, 14, 8), False, 8, skylake, 1024) == (2, 4)
+    # 125 blocks of 8 at 13x13 with 16 KiB each: 2 x 5 from L2 still beats 7 x 1
+    assert conv_tile((1, 125, 13, 13, 8), False, 8, skylake, 16 * 1024) == (2, 5)
     assert (conv_tile((1, 32, 7, 7, 16), False, 16, zen4, 128 * 1024)
             == conv_tile((1, 32, 7, 7, 16), False, 16, zen4))
     # through the task: ResNet-50's last 1x1 conv (2048 -> 512 at 7x7) on AVX2
