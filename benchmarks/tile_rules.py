@@ -1,0 +1,92 @@
+"""What a constant of the tile model (ember/ops/budgets.py) changes on this machine: every
+task of a model whose default point differs between two values of the constant, both
+points timed in turn in one measuring worker, on the target's thread count, cold weights,
+best of `--rounds`.
+
+    PYTHONPATH=. python benchmarks/tile_rules.py      # resnet50: L2 term off (inf) vs ember's
+    PYTHONPATH=. python benchmarks/tile_rules.py --model squeezenet --values 1.0 0.9
+    PYTHONPATH=. python benchmarks/tile_rules.py --constant LOADS_PER_CYCLE --values 2 3
+
+L2_VECTORS_PER_CYCLE: vectors a cycle at which weights that overflow half of L1 are re-read
+from L2 (inf: the term never binds); LOADS_PER_CYCLE: vector loads a core issues a cycle.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+CONSTANTS = ("L2_VECTORS_PER_CYCLE", "LOADS_PER_CYCLE")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="resnet50")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--constant", default="L2_VECTORS_PER_CYCLE", choices=CONSTANTS)
+    parser.add_argument("--values", type=float, nargs=2, default=None,
+                        help="the two values to compare (default: inf, the L2 term off, "
+                             "and ember's L2 rate)")
+    args = parser.parse_args(argv)
+
+    import onnx
+
+    from ember.autotune import LocalRunner, MeasureSettings
+    from ember.autotune.task import extract_tasks
+    from ember.ops import budgets
+    from ember.target import Target
+    from ember.target_facts import host_cpu_model
+    from ember.zoo import build_model
+
+    path = os.path.join(tempfile.mkdtemp(prefix="ember-tiles-"), "model.onnx")
+    onnx.save(build_model(args.model), path)
+    tasks = extract_tasks(path, f"llvm -num-cores={args.threads}")
+    ours = getattr(budgets, args.constant)
+    if args.values is None and args.constant != "L2_VECTORS_PER_CYCLE":
+        parser.error("--values is needed for a constant other than L2_VECTORS_PER_CYCLE")
+    first, second = args.values or (float("inf"), ours)
+
+    def default_at(task, value):  # type: ignore[no-untyped-def]
+        setattr(budgets, args.constant, value)
+        try:
+            return task.default_point()
+        finally:
+            setattr(budgets, args.constant, ours)
+
+    pairs = []
+    for task in tasks:
+        a, b = default_at(task, first), default_at(task, second)
+        if a != b:
+            pairs.append((task, a, b))
+    print(f"CPU: {host_cpu_model()} ({Target.host().cpu}), {args.threads} thread(s), "
+          f"{args.model}, {args.constant} {first} vs {second}: {len(pairs)} of {len(tasks)} "
+          "tasks change")
+    times: list[tuple[list[float], list[float]]] = [([], []) for _ in pairs]
+    with LocalRunner(MeasureSettings(repeat=5), workers=1) as runner:
+        for _ in range(args.rounds):
+            for (task, a, b), (ta, tb) in zip(pairs, times):
+                ra, rb = runner.measure(task, [a, b])
+                ta.append(ra.best * 1e3)
+                tb.append(rb.best * 1e3)
+    print(f"| task | weight | knobs at {first} -> at {second} | {first} ms | {second} ms | "
+          "speedup |")
+    print("|---|---|---|---|---|---|")
+    total_a = total_b = 0.0
+    for (task, a, b), (ta, tb) in zip(pairs, times):
+        changed = ", ".join(f"{k} {a[k]} -> {b[k]}" for k in b if a[k] != b[k])
+        total_a += task.weight * min(ta)
+        total_b += task.weight * min(tb)
+        print(f"| {task.description} | {task.weight} | {changed} | {min(ta):.3f} | "
+              f"{min(tb):.3f} | {min(ta) / min(tb):.2f} |")
+    print(f"weighted: {total_a:.2f} -> {total_b:.2f} ms")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
