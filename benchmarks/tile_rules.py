@@ -1,11 +1,13 @@
-"""What a constant of the tile model (ember/ops/budgets.py) changes on this machine: every
-task of a model whose default point differs between two values of the constant, both
-points timed in turn in one measuring worker, on the target's thread count, cold weights,
-best of `--rounds`.
+"""What a constant of the tile model (ember/ops/budgets.py) or a knob's default changes on
+this machine: every task of a model whose default point differs between two values of the
+constant (or, with `--flip KNOB`, every task whose default turns the boolean KNOB on,
+against the same point with it off), both points timed in turn in one measuring worker, on
+the target's thread count, cold weights, best of `--rounds`.
 
     PYTHONPATH=. python benchmarks/tile_rules.py      # resnet50: L2 term off (inf) vs ember's
     PYTHONPATH=. python benchmarks/tile_rules.py --model squeezenet --values 1.0 0.9
     PYTHONPATH=. python benchmarks/tile_rules.py --constant LOADS_PER_CYCLE --values 2 3
+    PYTHONPATH=. python benchmarks/tile_rules.py --flip rows_outer
 
 L2_VECTORS_PER_CYCLE: vectors a cycle at which weights that overflow half of L1 are re-read
 from L2 (inf: the term never binds); LOADS_PER_CYCLE: vector loads a core issues a cycle.
@@ -33,6 +35,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--values", type=float, nargs=2, default=None,
                         help="the two values to compare (default: inf, the L2 term off, "
                              "and ember's L2 rate)")
+    parser.add_argument("--flip", default=None,
+                        help="a boolean knob: defaults that turn it on against it off")
     args = parser.parse_args(argv)
 
     import onnx
@@ -61,12 +65,21 @@ def main(argv: list[str] | None = None) -> int:
 
     pairs = []
     for task in tasks:
+        if args.flip is not None:
+            b = task.default_point()
+            if b.get(args.flip) is True:
+                pairs.append((task, dict(b, **{args.flip: False}), b))
+            continue
         a, b = default_at(task, first), default_at(task, second)
         if a != b:
             pairs.append((task, a, b))
+    if args.flip is not None:
+        first, second = f"{args.flip} off", "default"  # type: ignore[assignment]
+        what = f"defaults with {args.flip} on"
+    else:
+        what = f"{args.constant} {first} vs {second}"
     print(f"CPU: {host_cpu_model()} ({Target.host().cpu}), {args.threads} thread(s), "
-          f"{args.model}, {args.constant} {first} vs {second}: {len(pairs)} of {len(tasks)} "
-          "tasks change")
+          f"{args.model}, {what}: {len(pairs)} of {len(tasks)} tasks")
     times: list[tuple[list[float], list[float]]] = [([], []) for _ in pairs]
     with LocalRunner(MeasureSettings(repeat=5), workers=1) as runner:
         for _ in range(args.rounds):
