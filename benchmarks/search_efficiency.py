@@ -22,7 +22,9 @@ the search alone, not by machine noise between runs. Transfer: the cost model al
 from the start on the records of the other tasks of the same knob family (for a conv task
 the two other conv tasks; for the dense task the other dense tasks of BERT-base).
 
-Figures: per task and strategy, the mean over seeds of (best latency so far / fastest in
+Two modes: the default first, as the tuner runs (where the default is the fastest point of
+the sample, every search has it at trial 1 and the figure says nothing about the search),
+and from nothing (the searches alone, no default). Figures, per mode: per task and strategy, the mean over seeds of (best latency so far / fastest in
 the sample) after each trial; and the trials each strategy needs to reach random search's
 final best (the median over seeds of random's best after `--trials` trials), and to reach
 the fastest point of the sample ("never": not within `--trials`), medians over seeds.
@@ -149,11 +151,14 @@ class Table:
 
 
 class SampleSpace:
-    """The measured sample as a knob space (the interface the searches use)."""
+    """The measured sample as a knob space (the interface the searches use), its points in a
+    seeded order: in the database's order the default comes first, and a search that takes
+    the first of equally scored points would find it for nothing."""
 
-    def __init__(self, table: Table) -> None:
+    def __init__(self, table: Table, seed: int = 0) -> None:
         self.choices = table.choices
         self._points = [json.loads(k) for k in table.rows]
+        random.Random(seed).shuffle(self._points)
 
     @property
     def size(self) -> int:
@@ -185,12 +190,13 @@ def load_table(db: Any, task: Any, stored_features: bool = False) -> Table:
 
 def replay(table: Table, strategy: str, seed: int, trials: int,
            transfer: Sequence[tuple[Sequence[float], float, str]] = (), batch: int = BATCH,
-           **options: Any) -> list[float]:
-    """Best cost after each trial of one search run over the measured sample."""
+           with_default: bool = True, **options: Any) -> list[float]:
+    """Best cost after each trial of one search run over the measured sample (the default
+    first, as the tuner does, or with `with_default` False, a search from nothing)."""
     from ember.autotune.database import knobs_json
     from ember.autotune.search import ModelSearch, RandomSearch
 
-    space = SampleSpace(table)
+    space = SampleSpace(table, seed)
     if strategy == "random":
         search: Any = RandomSearch(space, seed)  # type: ignore[arg-type]
     else:
@@ -198,7 +204,8 @@ def replay(table: Table, strategy: str, seed: int, trials: int,
                              table.key, seed, transfer=transfer, **options)
     tried: set[str] = set()
     best, curve = math.inf, []
-    points = [json.loads(table.default)]  # the tuner measures the default first
+    # the tuner measures the default first
+    points = [json.loads(table.default)] if with_default else search.propose(batch, tried)
     while len(curve) < trials:
         costs = [table.rows[knobs_json(p)][1] for p in points]
         for p, c in zip(points, costs):
@@ -217,41 +224,45 @@ def trials_to_reach(curve: Sequence[float], target: float) -> float:
 
 
 def run_replays(tables: Mapping[str, Table], sources: Mapping[str, Sequence[str]],
-                seeds: int, trials: int) -> dict[str, dict[str, np.ndarray]]:
+                seeds: int, trials: int, with_default: bool = True
+                ) -> dict[str, dict[str, np.ndarray]]:
     """Per task key of `sources` and strategy, the curves of every seed (seeds x trials)."""
     out: dict[str, dict[str, np.ndarray]] = {}
     for key in sources:
         table = tables[key]
         transfer = [(f, c, s) for s in sources[key] for f, c in tables[s].rows.values()]
-        out[key] = {
-            "random": np.array([replay(table, "random", s, trials) for s in range(seeds)]),
-            "xgb": np.array([replay(table, "xgb", s, trials) for s in range(seeds)]),
-            "xgb + transfer": np.array([replay(table, "xgb", s, trials, transfer)
-                                        for s in range(seeds)]),
-        }
+        runs = {"random": ("random", ()), "xgb": ("xgb", ()), "xgb + transfer": ("xgb", transfer)}
+        out[key] = {name: np.array([replay(table, strategy, s, trials, source,
+                                           with_default=with_default) for s in range(seeds)])
+                    for name, (strategy, source) in runs.items()}
     return out
 
 
-def plot(curves: Mapping[str, Mapping[str, np.ndarray]], tables: Mapping[str, Table],
-         names: Mapping[str, str], path: str) -> None:
+def plot(curves: Mapping[str, Mapping[str, Mapping[str, np.ndarray]]],
+         tables: Mapping[str, Table], names: Mapping[str, str], path: str) -> None:
+    """One row of panels per mode (MODES), one panel per task."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(curves), figsize=(3.2 * len(curves), 2.9), dpi=90)
-    for ax, (key, by_strategy) in zip(np.atleast_1d(axes), curves.items()):
-        best = tables[key].best
-        for strategy, runs in by_strategy.items():
-            x = np.arange(1, runs.shape[1] + 1)
-            ax.plot(x, np.mean(runs / best, axis=0), label=strategy)
-        ax.set_title(names[key], fontsize=8)
-        ax.set_xlabel("trials", fontsize=8)
-        ax.set_ylim(bottom=1.0)
-        ax.tick_params(labelsize=7)
-        ax.grid(alpha=0.3)
-    np.atleast_1d(axes)[0].set_ylabel("best latency / fastest in sample", fontsize=8)
-    np.atleast_1d(axes)[0].legend(fontsize=7)
+    columns = len(next(iter(curves.values())))
+    fig, axes = plt.subplots(len(curves), columns, figsize=(3.2 * columns, 2.9 * len(curves)),
+                             dpi=90, squeeze=False)
+    for row, (mode, by_task) in zip(axes, curves.items()):
+        for ax, (key, by_strategy) in zip(row, by_task.items()):
+            best = tables[key].best
+            for strategy, runs in by_strategy.items():
+                x = np.arange(1, runs.shape[1] + 1)
+                ax.plot(x, np.mean(runs / best, axis=0), label=strategy)
+            name = names[key].replace(" -> ", "\n-> ")
+            ax.set_title(f"{name}\n{mode}", fontsize=7)
+            ax.set_xlabel("trials", fontsize=8)
+            ax.set_ylim(bottom=1.0)
+            ax.tick_params(labelsize=7)
+            ax.grid(alpha=0.3)
+        row[0].set_ylabel("best latency / fastest in sample", fontsize=8)
+    axes[0][0].legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path)
 
@@ -290,18 +301,38 @@ def main(argv: list[str] | None = None) -> int:
         tables = {k: load_table(db, t, args.stored_features)
                   for k, t in everything.items()}
     sources = {t.key: [s.key for s in transfer[t.key]] for t in tasks}
-    curves = run_replays(tables, sources, args.seeds, args.trials)
     names = {t.key: t.description.split(" (")[0] for t in tasks}
-
     print(f"CPU: {host_cpu_model()}, threads {args.threads}, sample {args.pool} points per "
           f"task, {args.trials} trials per run, {args.seeds} seeds, batch {BATCH}")
+    curves, figures = {}, {}
+    for mode, with_default in MODES.items():
+        curves[mode] = run_replays(tables, sources, args.seeds, args.trials, with_default)
+        print(f"\n{mode}:")
+        figures[mode] = report(tasks, tables, curves[mode], names)
+    if args.plot:
+        plot(curves, tables, names, args.plot)
+        print(f"plot: {args.plot}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"cpu": host_cpu_model(), "figures": figures}, f, indent=1)
+    return 0
+
+
+# the tuner's way (the default schedule first), and the searches alone (no default)
+MODES = {"the default first, as the tuner": True, "from nothing": False}
+
+
+def report(tasks: Sequence[Any], tables: Mapping[str, Table],
+           curves: Mapping[str, Mapping[str, np.ndarray]], names: Mapping[str, str]
+           ) -> list[dict[str, Any]]:
+    """Print one mode's table; its figures."""
     print("| task | space | measured (errors) | default / fastest | random: final best / "
           "fastest | trials to reach it: random | xgb | xgb + transfer | trials to the "
           "fastest in the sample: random | xgb | xgb + transfer |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     figures = []
     for t in tasks:
-        table, by = tables[t.key], curves[t.key]
+        table, by = tables[t.key], curves[t.key]  # type: ignore[index]
         target = float(np.median(by["random"][:, -1]))
         reach = {s: float(np.median([trials_to_reach(c, target) for c in runs]))
                  for s, runs in by.items()}
@@ -318,13 +349,7 @@ def main(argv: list[str] | None = None) -> int:
                            for v in list(reach.values()) + list(fastest.values()))
         print(f"| {names[t.key]} | {t.space().size} | {len(table.rows)} ({errors}) | "
               f"{default / table.best:.2f} | {target / table.best:.3f} | {cells} |")
-    if args.plot:
-        plot(curves, tables, names, args.plot)
-        print(f"plot: {args.plot}")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"cpu": host_cpu_model(), "figures": figures}, f, indent=1)
-    return 0
+    return figures
 
 
 if __name__ == "__main__":

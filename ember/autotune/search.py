@@ -179,7 +179,10 @@ class ModelSearch:
             return self._first_batch(n, tried)
         explore = sum(1 for _ in range(n) if self.rng.random() < self.epsilon)
         candidates = self._anneal(tried)
-        ranked = sorted(candidates.items(), key=lambda kv: -kv[1][1])
+        # equal scores (a model that cannot tell them apart yet) in random order, not in
+        # the order the space lists its points
+        ties = {key: self.rng.random() for key in candidates}
+        ranked = sorted(candidates.items(), key=lambda kv: (-kv[1][1], ties[kv[0]]))
         # a candidate that lowers to a measured program (same features) goes last
         fresh = [p for _, (p, _) in ranked if tuple(self.features(p)) not in self._measured]
         same = [p for _, (p, _) in ranked if tuple(self.features(p)) in self._measured]

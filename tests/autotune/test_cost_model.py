@@ -91,3 +91,26 @@ def test_epsilon_must_be_a_share():
 
     with pytest.raises(TuningError, match=r"epsilon must be in \[0, 1\]"):
         ModelSearch(SPACE, lambda p: (0.0,), epsilon=1.5)
+
+
+class _FlatModel(XGBoostCostModel):
+    """A trained model that cannot tell any two points apart."""
+
+    trained = True
+
+    def fit(self, *args, **kwargs):
+        pass
+
+    def predict(self, rows):
+        return np.zeros(len(rows))
+
+
+def test_equal_scores_are_proposed_in_random_order_not_the_spaces():
+    featurize = lambda p: (p["a"], p["b"], p["c"])  # noqa: E731
+    first_in_order = knobs_json(next(iter(SPACE.points())))
+    firsts = set()
+    for seed in range(8):
+        search = ModelSearch(SPACE, featurize, seed=seed, epsilon=0.0, model=_FlatModel(),
+                             max_evaluations=2000)
+        firsts.add(knobs_json(search.propose(1, set())[0]))
+    assert len(firsts) > 1 and firsts != {first_in_order}
