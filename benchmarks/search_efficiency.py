@@ -24,8 +24,9 @@ the two other conv tasks; for the dense task the other dense tasks of BERT-base)
 
 Two modes: the default first, as the tuner runs (where the default is the fastest point of
 the sample, every search has it at trial 1 and the figure says nothing about the search),
-and from nothing (the searches alone, no default). Figures, per mode: per task and strategy, the mean over seeds of (best latency so far / fastest in
-the sample) after each trial; and the trials each strategy needs to reach random search's
+and from nothing (the searches alone, no default). Figures, per mode: per task and
+strategy, the mean over seeds of (best latency so far / fastest in the sample) after each
+trial; and the trials each strategy needs to reach random search's
 final best (the median over seeds of random's best after `--trials` trials), and to reach
 the fastest point of the sample ("never": not within `--trials`), medians over seeds.
 """
@@ -231,7 +232,8 @@ def run_replays(tables: Mapping[str, Table], sources: Mapping[str, Sequence[str]
     for key in sources:
         table = tables[key]
         transfer = [(f, c, s) for s in sources[key] for f, c in tables[s].rows.values()]
-        runs = {"random": ("random", ()), "xgb": ("xgb", ()), "xgb + transfer": ("xgb", transfer)}
+        runs = {"random": ("random", ()), "xgb": ("xgb", ()),
+                "xgb + transfer": ("xgb", transfer)}
         out[key] = {name: np.array([replay(table, strategy, s, trials, source,
                                            with_default=with_default) for s in range(seeds)])
                     for name, (strategy, source) in runs.items()}

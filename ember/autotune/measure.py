@@ -33,11 +33,14 @@ import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from ember.errors import TuningError
+
+if TYPE_CHECKING:
+    from ember.target import Target
 
 GPU_KINDS = ("cuda", "rocm", "opencl", "metal")  # target kinds measured on a device
 COLD_WEIGHT_BYTES = 128 << 20  # what a kernel's weight copies span when timed cold
@@ -228,7 +231,7 @@ class WorkerState:
         self.fastest[key] = ranked[:2]
 
 
-def task_target(task: Measurable) -> Any:
+def task_target(task: Measurable) -> Target | None:
     """The task's ember Target, None for a measurable that names none."""
     from ember.target import Target
 

@@ -59,7 +59,7 @@ LOADS_PER_CYCLE = 2
 
 # vectors a core moves from its L2 into L1 a cycle while a tile streams its weights: its peak
 # is one 32-byte ymm on Zen 3 (32 bytes a cycle), one 64-byte zmm on Zen 4 and Sapphire
-# Rapids (64 bytes a cycle); 90% of that held on Zen 3, 1 thread (benchmarks/l2_rule.py):
+# Rapids (64 bytes a cycle); 90% of that held on Zen 3, 1 thread (benchmarks/tile_rules.py):
 # at 1.0 ResNet-50's 14x14 1x1 convs took 2 columns x 4 blocks (weights from L2), 1.13-1.20x
 # slower than 5 x 2 (from L1); at 0.75 squeezenet's 125-block classifier left 2 x 5 for a
 # 7 x 1 8% slower; 0.9 gets both right
