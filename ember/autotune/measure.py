@@ -11,6 +11,14 @@ runs of `number` calls of the kernel on the same buffers; `number` grows until a
 `min_run_seconds`. Costs are seconds per call: host time for CPU kernels, device time (its
 events) for a kernel with `timed(number)`, as GPU kernels are (ember.autotune.gpu_measure).
 
+The candidates a worker gets together (a batch, or its share of one) are built and checked
+first, then timed in turns: round r runs each candidate once, so a machine whose speed
+drifts over seconds (a shared or cloud host, frequency changes) slows every candidate of a
+round alike instead of whichever was timed during the slow spell. ResNet-50's 3x3 stride-2
+conv on a 2-vCPU Zen 3 VM, its default and 9 neighbours measured twice: back to back, the
+two measurements differ by up to 28-51% for a candidate (rank correlation 0.70-0.83); in
+turns by 2-7% (0.90-0.98).
+
 Caches (`MeasureSettings.cold_weight_bytes`, 128 MiB by default, for kernels that name
 their weights): each timed call reads its weights from one of several copies spanning that
 many bytes, taken in turn, so they come from memory as inside a network whose other layers
@@ -130,14 +138,20 @@ class Runner(Protocol):
 MAX_WEIGHT_COPIES = 64
 
 
-def _argument_sets(kernel: Kernel, cold_bytes: int) -> list[list[np.ndarray]] | None:
+def _argument_sets(kernel: Kernel, cold_bytes: int,
+                   like: list[list[np.ndarray]] | None = None) -> list[list[np.ndarray]] | None:
     """The kernel's arguments with its weights (`kernel.weights`: argument indexes) copied
     until the copies span `cold_bytes` (at most MAX_WEIGHT_COPIES sets); None: no rotation
-    (warm, a device kernel, or a kernel that names no weights)."""
+    (warm, a device kernel, or a kernel that names no weights). With `like` (another
+    candidate's sets, same task: the same weights), its weight copies are shared, so the
+    candidates timed in turns need the copies' memory once."""
     args, weights = getattr(kernel, "args", None), getattr(kernel, "weights", ())
     size = sum(args[i].nbytes for i in weights) if args is not None else 0
     if not cold_bytes or not size or getattr(kernel, "timed", None) is not None:
         return None
+    if like is not None and _same_weights(args, weights, like[0]):
+        return [[other[i] if i in weights else a for i, a in enumerate(args)]
+                for other in like]
     copies = int(min(MAX_WEIGHT_COPIES, max(2, cold_bytes // size)))
     sets = [list(args)]
     for _ in range(copies - 1):
@@ -146,6 +160,13 @@ def _argument_sets(kernel: Kernel, cold_bytes: int) -> list[list[np.ndarray]] | 
             other[i] = args[i].copy()
         sets.append(other)
     return sets
+
+
+def _same_weights(args: Sequence[np.ndarray], weights: Sequence[int],
+                  other: Sequence[np.ndarray]) -> bool:
+    return len(args) == len(other) and all(
+        args[i].shape == other[i].shape and args[i].dtype == other[i].dtype and
+        np.array_equal(args[i], other[i]) for i in weights)
 
 
 def _run_seconds(kernel: Kernel, number: int,
@@ -170,22 +191,71 @@ def _run_seconds(kernel: Kernel, number: int,
     return time.perf_counter() - start
 
 
+class _Timed:
+    """A kernel being timed: its argument sets (cold weights), calls per run, costs."""
+
+    def __init__(self, kernel: Kernel, sets: list[list[np.ndarray]] | None) -> None:
+        self.kernel, self.sets = kernel, sets
+        self.number = 1
+        self.costs: list[float] = []
+        self.error: str | None = None
+
+    def run(self, number: int, timing: Any) -> float:
+        with timing:
+            return _run_seconds(self.kernel, number, self.sets)
+
+    def calibrate(self, settings: MeasureSettings, timing: Any) -> None:
+        """Grow the calls per run until one run is long enough to time well."""
+        if self.sets is not None:  # one untimed turn: no copy is timed fresh from being written
+            self.run(len(self.sets), timing)
+        number = 1
+        while True:
+            elapsed = self.run(number, timing)
+            if elapsed >= settings.min_run_seconds or number >= settings.max_number:
+                break
+            number = min(settings.max_number,
+                         max(number * 2, int(number * settings.min_run_seconds /
+                                             max(elapsed, 1e-9))))
+        self.number = number
+
+
+def _time_in_turns(kernels: Sequence[Kernel], settings: MeasureSettings,
+                   timing: Any = None) -> list[_Timed]:
+    """Time `kernels` in `settings.repeat` rounds, each round one run of each (every run
+    holding `timing`); a kernel that raises gets its error and leaves the rounds."""
+    timing = timing if timing is not None else contextlib.nullcontext()
+    timed: list[_Timed] = []
+    shared = None
+    for kernel in kernels:
+        sets = _argument_sets(kernel, settings.cold_weight_bytes, shared)
+        shared = shared or sets
+        timed.append(_Timed(kernel, sets))
+    for rounds in range(settings.repeat + 1):  # round 0: calls per run
+        for t in timed:
+            if t.error is not None:
+                continue
+            try:
+                if rounds == 0:
+                    t.calibrate(settings, timing)
+                else:
+                    t.costs.append(t.run(t.number, timing) / t.number)
+            except Exception as error:  # noqa: BLE001 - the candidate's error
+                t.error = _error_text(error)
+    return timed
+
+
 def _time(kernel: Kernel, settings: MeasureSettings) -> tuple[float, ...]:
-    sets = _argument_sets(kernel, settings.cold_weight_bytes)
-    if sets is not None:  # one untimed turn: no copy is timed fresh from being written
-        _run_seconds(kernel, len(sets), sets)
-    number = 1
-    while True:  # grow the calls per run until one run is long enough to time well
-        elapsed = _run_seconds(kernel, number, sets)
-        if elapsed >= settings.min_run_seconds or number >= settings.max_number:
-            break
-        number = min(settings.max_number,
-                     max(number * 2, int(number * settings.min_run_seconds / max(elapsed,
-                                                                                 1e-9))))
-    costs = [elapsed / number]
-    while len(costs) < settings.repeat:
-        costs.append(_run_seconds(kernel, number, sets) / number)
-    return tuple(costs)
+    """Seconds per call of `settings.repeat` runs of one kernel."""
+    (t,) = _time_in_turns([kernel], settings)
+    if t.error is not None:
+        raise TuningError(t.error)
+    return tuple(t.costs)
+
+
+def _error_text(error: Exception) -> str:
+    where = traceback.extract_tb(error.__traceback__)[-1]
+    at = f"{os.path.basename(where.filename)}:{where.lineno}"
+    return f"{type(error).__name__}: {error} (at {at})"
 
 
 def compare_outputs(got: Sequence[np.ndarray], want: Sequence[np.ndarray],
@@ -260,55 +330,87 @@ def target_threads(task: Measurable):  # type: ignore[no-untyped-def]
 
 def measure_one(task: Measurable, point: Mapping[str, Any], settings: MeasureSettings,
                 state: WorkerState | None = None, timing: Any = None) -> MeasureResult:
-    """Build, check and time one candidate in this process (exceptions become errors) on
-    the task's target's thread count. `timing` (a context: the runner's turn) is held
-    while kernels run: builds of several workers run in parallel, but no two candidates
-    are timed at once."""
+    """Build, check and time one candidate in this process (see `measure_batch`)."""
+    return measure_batch(task, [point], settings, state, timing)[0]
+
+
+def measure_batch(task: Measurable, points: Sequence[Mapping[str, Any]],
+                  settings: MeasureSettings, state: WorkerState | None = None,
+                  timing: Any = None) -> list[MeasureResult]:
+    """Build and check each candidate in this process (exceptions become its error), then
+    time those that passed in turns, on the task's target's thread count. `timing` (a
+    context: the runner's turn) is held while a kernel runs: builds of several workers run
+    in parallel, but no two candidates are timed at once."""
     try:
         with target_threads(task):
-            return _measure_one(task, point, settings, state, timing)
-    except Exception as error:  # noqa: BLE001 - a bad target string is the candidate's error
-        return MeasureResult((), f"{type(error).__name__}: {error}", 0.0)
+            return _measure_batch(task, points, settings, state, timing)
+    except Exception as error:  # noqa: BLE001 - a bad target string is the candidates' error
+        return [MeasureResult((), f"{type(error).__name__}: {error}", 0.0) for _ in points]
 
 
-def _measure_one(task: Measurable, point: Mapping[str, Any], settings: MeasureSettings,
-                 state: WorkerState | None, timing: Any) -> MeasureResult:
+def _measure_batch(task: Measurable, points: Sequence[Mapping[str, Any]],
+                   settings: MeasureSettings, state: WorkerState | None,
+                   timing: Any) -> list[MeasureResult]:
     from ember.autotune.database import knobs_json
 
     state = state if state is not None else WorkerState()
     timing = timing if timing is not None else contextlib.nullcontext()
-    start = time.perf_counter()
-    name = knobs_json(point)
-    try:
-        kernel = state.kept(task.key, name)
-        if kernel is not None:  # measured before, built and checked already
-            with timing:
-                return MeasureResult(_time(kernel, settings), None, 0.0)
-        is_default = knobs_json(task.default_point()) == name
-        if settings.check and task.key not in state.references and not is_default:
-            reference = task.build(None, settings.seed)
-            with timing:
-                reference.run()
-            state.references[task.key] = [o.copy() for o in reference.outputs]
-        kernel = task.build(point, settings.seed)
-        built = time.perf_counter() - start
-        wrong = None
-        with timing:  # every run of a kernel holds the lock, the checked one too
-            kernel.run()
-            if settings.check and task.key not in state.references:  # the default itself
-                state.references[task.key] = [o.copy() for o in kernel.outputs]
-            elif settings.check:
-                wrong = compare_outputs(kernel.outputs, state.references[task.key], settings)
-            costs = _time(kernel, settings) if wrong is None else ()
+    names = [knobs_json(p) for p in points]
+    results: list[MeasureResult | None] = [None] * len(points)
+    ready: dict[str, tuple[Kernel, float]] = {}  # name -> (kernel, build seconds)
+    for index, (point, name) in enumerate(zip(points, names)):
+        if name in ready:
+            continue
+        start = time.perf_counter()
+        try:
+            kernel = state.kept(task.key, name)
+            if kernel is not None:  # measured before, built and checked already
+                ready[name] = (kernel, 0.0)
+                continue
+            wrong = _build_and_check(task, point, name, settings, state, timing)
+            if isinstance(wrong, str):
+                results[index] = MeasureResult((), wrong, time.perf_counter() - start)
+            else:
+                ready[name] = (wrong, time.perf_counter() - start)
+        except Exception as error:  # noqa: BLE001 - any failure of a candidate is its error
+            results[index] = MeasureResult((), _error_text(error), time.perf_counter() - start)
+    todo = [i for i, r in enumerate(results) if r is None and names[i] in ready]
+    timed = _time_in_turns([ready[names[i]][0] for i in todo], settings, timing)
+    built: set[str] = set()
+    for i, t in zip(todo, timed):
+        seconds = 0.0 if names[i] in built else ready[names[i]][1]
+        built.add(names[i])
+        if t.error is not None:
+            results[i] = MeasureResult((), t.error, seconds)
+            continue
+        results[i] = MeasureResult(tuple(t.costs), None, seconds)
+        state.keep(task.key, names[i], t.kernel, min(t.costs))
+    return [r if r is not None else MeasureResult((), "not measured", 0.0) for r in results]
+
+
+def _build_and_check(task: Measurable, point: Mapping[str, Any], name: str,
+                     settings: MeasureSettings, state: WorkerState,
+                     timing: Any) -> Kernel | str:
+    """The candidate built, run once and checked against the default schedule's output (the
+    reference, built first unless this is the default); its error text if it is wrong."""
+    from ember.autotune.database import knobs_json
+
+    is_default = knobs_json(task.default_point()) == name
+    if settings.check and task.key not in state.references and not is_default:
+        reference = task.build(None, settings.seed)
+        with timing:
+            reference.run()
+        state.references[task.key] = [o.copy() for o in reference.outputs]
+    kernel = task.build(point, settings.seed)
+    with timing:  # every run of a kernel holds the turn, the checked one too
+        kernel.run()
+    if settings.check and task.key not in state.references:  # the default itself
+        state.references[task.key] = [o.copy() for o in kernel.outputs]
+    elif settings.check:
+        wrong = compare_outputs(kernel.outputs, state.references[task.key], settings)
         if wrong is not None:
-            return MeasureResult((), wrong, built)
-        state.keep(task.key, name, kernel, min(costs))
-        return MeasureResult(costs, None, built)
-    except Exception as error:  # noqa: BLE001 - any failure of a candidate is its error
-        where = traceback.extract_tb(error.__traceback__)[-1]
-        at = f"{os.path.basename(where.filename)}:{where.lineno}"
-        return MeasureResult((), f"{type(error).__name__}: {error} (at {at})",
-                             time.perf_counter() - start)
+            return wrong
+    return kernel
 
 
 class _Turn:
@@ -328,8 +430,8 @@ class _Turn:
 
 
 def _worker_main(conn: Connection, turns: bool = False) -> None:
-    """Serve ("task", task) and ("measure", key, point, settings) until the pipe closes;
-    with `turns`, every run of a kernel waits for the runner's go."""
+    """Serve ("task", task) and ("measure", key, points, settings) (a list of results back)
+    until the pipe closes; with `turns`, every run of a kernel waits for the runner's go."""
     import faulthandler
 
     faulthandler.disable()  # a crashing candidate is expected here: no stack dump
@@ -344,8 +446,8 @@ def _worker_main(conn: Connection, turns: bool = False) -> None:
         if message[0] == "task":
             tasks[message[1].key] = message[1]
             continue
-        _, key, point, settings = message
-        conn.send(measure_one(tasks[key], point, settings, state, timing))
+        _, key, points, settings = message
+        conn.send(measure_batch(tasks[key], points, settings, state, timing))
 
 
 # -- in the tuner ----------------------------------------------------------------------------
@@ -418,26 +520,31 @@ class LocalRunner:
 
     def measure(self, task: Measurable, points: Sequence[Mapping[str, Any]]
                 ) -> list[MeasureResult]:
+        """One result per point. Each worker gets a share of the points to build, check and
+        time in turns; a share whose worker dies or runs past its time-out (the settings'
+        time-out per candidate) is measured again one candidate at a time, so the one that
+        crashed or hung gets the error and the others their times."""
         results: list[MeasureResult | None] = [None] * len(points)
-        todo = list(range(len(points)))
-        busy: dict[int, tuple[int, float]] = {}   # worker slot -> (point index, deadline)
+        shares = min(len(self._workers), len(points))
+        jobs = [list(range(k, len(points), shares)) for k in range(shares)]
+        busy: dict[int, tuple[list[int], float]] = {}  # worker slot -> (job, deadline)
         asked: dict[int, float] = {}              # worker slot -> when it asked for a turn
-        while todo or busy:
+        while jobs or busy:
             for slot in range(len(self._workers)):
-                if slot in busy or not todo:
+                if slot in busy or not jobs:
                     continue
-                index = todo.pop(0)
+                job = jobs.pop(0)
                 worker = self._worker(slot, self._method(task))
                 try:
                     if task.key not in worker.tasks:
                         worker.conn.send(("task", task))
                         worker.tasks.add(task.key)
-                    worker.conn.send(("measure", task.key, dict(points[index]), self.settings))
+                    worker.conn.send(("measure", task.key, [dict(points[i]) for i in job],
+                                      self.settings))
                 except (BrokenPipeError, OSError) as error:
-                    results[index] = MeasureResult((), self._died(slot, task, points[index],
-                                                                  str(error)))
+                    jobs[:0] = self._failed(job, slot, task, points, results, str(error))
                     continue
-                busy[slot] = (index, time.monotonic() + self.settings.timeout)
+                busy[slot] = (job, time.monotonic() + self.settings.timeout * len(job))
             if not busy:
                 continue
             now = time.monotonic()
@@ -448,12 +555,12 @@ class LocalRunner:
             ready = wait(list(conns), timeout)
             for conn in ready:
                 slot = conns[conn]  # type: ignore[index]
-                index, _ = busy[slot]
+                job, _ = busy[slot]
                 try:
                     message = conn.recv()  # type: ignore[union-attr]
                 except (EOFError, OSError):
                     busy.pop(slot)
-                    results[index] = MeasureResult((), self._died(slot, task, points[index]))
+                    jobs[:0] = self._failed(job, slot, task, points, results)
                     continue
                 if message == ("turn",):
                     self._waiting.append(slot)
@@ -463,21 +570,37 @@ class LocalRunner:
                 else:
                     busy.pop(slot)
                     self._release(slot)
-                    results[index] = message
+                    for i, result in zip(job, message):
+                        results[i] = result
             granted = self._grant()
             if granted is not None and granted in busy and granted in asked:
                 # waiting for the turn is not the candidate's time
-                index, deadline = busy[granted]
-                busy[granted] = (index, deadline + time.monotonic() - asked.pop(granted))
+                job, deadline = busy[granted]
+                busy[granted] = (job, deadline + time.monotonic() - asked.pop(granted))
             now = time.monotonic()
-            for slot, (index, deadline) in list(busy.items()):
+            for slot, (job, deadline) in list(busy.items()):
                 if now >= deadline and slot not in self._waiting:
                     busy.pop(slot)
                     self._kill(slot)
-                    results[index] = MeasureResult(
+                    if len(job) > 1:
+                        jobs[:0] = [[i] for i in job]
+                        continue
+                    results[job[0]] = MeasureResult(
                         (), f"timed out after {self.settings.timeout:g} s (build, check and "
-                            f"runs) on task {task.description} with knobs {dict(points[index])}")
-        return [r for r in results if r is not None]
+                            f"runs) on task {task.description} with knobs "
+                            f"{dict(points[job[0]])}")
+        return [r if r is not None else MeasureResult((), "not measured") for r in results]
+
+    def _failed(self, job: list[int], slot: int, task: Measurable,
+                points: Sequence[Mapping[str, Any]], results: list[MeasureResult | None],
+                detail: str = "") -> list[list[int]]:
+        """After the worker of `job` died: the jobs to run again (each candidate alone), or,
+        for a job of one, its error in `results`."""
+        if len(job) > 1:
+            self._kill(slot)
+            return [[i] for i in job]
+        results[job[0]] = MeasureResult((), self._died(slot, task, points[job[0]], detail))
+        return []
 
     def _died(self, slot: int, task: Measurable, point: Mapping[str, Any],
               detail: str = "") -> str:
@@ -526,4 +649,4 @@ class LocalRunner:
 
 
 __all__ = ["Kernel", "LocalRunner", "Measurable", "MeasureResult", "MeasureSettings",
-           "Runner", "WorkerState", "compare_outputs", "measure_one"]
+           "Runner", "WorkerState", "compare_outputs", "measure_batch", "measure_one"]

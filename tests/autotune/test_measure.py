@@ -311,3 +311,87 @@ def test_a_bad_target_string_is_the_candidates_error():
     task.target = "llvm -num-cores=many"
     result = measure_one(task, task.default_point(), SETTINGS)
     assert not result.ok and "num-cores" in result.error
+
+
+class _DriftingKernel:
+    """A kernel whose every call is slower than the one before (a machine slowing down):
+    `calls` is shared by the kernels of one test."""
+
+    def __init__(self, name, calls, log):
+        self.name, self.calls, self.log = name, calls, log
+        self.outputs = [np.zeros(1, np.float32)]
+
+    def run(self):
+        self.calls[0] += 1
+        self.log.append(self.name)
+        time.sleep(0.001 * (1.0 + 0.05 * self.calls[0]))
+
+
+class _DriftingTask(ToyTask):
+    key = "drifting-task"
+
+    def __init__(self):
+        self.calls, self.log = [0], []
+
+    def space(self):
+        return Space({"mode": ("ok", "a", "b", "c")})
+
+    def build(self, point, seed=0):
+        return _DriftingKernel("ok" if point is None else point["mode"], self.calls, self.log)
+
+
+def test_the_candidates_of_a_batch_are_timed_in_turns():
+    from ember.autotune.measure import measure_batch
+
+    task = _DriftingTask()
+    settings = MeasureSettings(repeat=6, min_run_seconds=1e-4, timeout=10.0)
+    points = [{"mode": m} for m in ("ok", "a", "b", "c")]
+    results = measure_batch(task, points, settings)
+    assert all(r.ok and len(r.costs) == 6 for r in results)
+    # after each is built, checked and its calls per run found: rounds of one run each
+    assert task.log[-24:] == ["ok", "a", "b", "c"] * 6
+    # the same kernel timed in turns: the drift slows all four alike (one after the other,
+    # the last would come out (1 + 0.05 * 24) / (1 + 0.05 * 6) = 1.7x the first)
+    best = [r.best for r in results]
+    assert max(best) / min(best) < 1.15
+
+
+def test_a_candidate_raising_while_timed_leaves_the_others_their_times():
+    from ember.autotune.measure import measure_batch
+
+    class Flaky(_DriftingKernel):
+        def run(self):
+            super().run()
+            if self.name == "a" and self.calls[0] > 6:
+                raise RuntimeError("lost the device")
+
+    class FlakyTask(_DriftingTask):
+        def build(self, point, seed=0):
+            return Flaky("ok" if point is None else point["mode"], self.calls, self.log)
+
+    results = measure_batch(FlakyTask(), [{"mode": m} for m in ("ok", "a", "b")],
+                            MeasureSettings(repeat=3, min_run_seconds=1e-4))
+    assert results[0].ok and results[2].ok
+    assert results[1].error.startswith("RuntimeError: lost the device")
+
+
+def test_candidates_timed_in_turns_share_their_cold_weight_copies():
+    from ember.autotune.measure import _argument_sets
+
+    a, b = _WeightedKernel(), _WeightedKernel()
+    first = _argument_sets(a, 8 * a.args[1].nbytes)
+    second = _argument_sets(b, 8 * b.args[1].nbytes, like=first)
+    assert [s[1] for s in second] == [s[1] for s in first]  # the same 8 weight copies
+    assert all(s[0] is b.args[0] and s[2] is b.args[2] for s in second)  # its own x, y
+    b.args[1][:] = 5.0  # other weights: copies of its own
+    third = _argument_sets(b, 8 * b.args[1].nbytes, like=first)
+    assert all(s[1] is not f[1] and s[1][0] == 5.0 for s, f in zip(third, first))
+
+
+def test_a_crash_in_a_shared_batch_is_found_candidate_by_candidate():
+    points = [{"mode": m} for m in ("ok", "fine", "crash", "fine", "wrong")]
+    with LocalRunner(SETTINGS) as runner:
+        results = runner.measure(ToyTask(), points)
+    assert [r.ok for r in results] == [True, True, False, True, False]
+    assert "signal SIGSEGV" in results[2].error and "'crash'" in results[2].error
+    assert results[4].error.startswith("wrong answer")
