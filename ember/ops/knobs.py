@@ -178,7 +178,10 @@ def resolve_knobs(cls: type[K], knobs: Knobs | None, outs: Sequence[Tensor],
 def in_range(knobs: Knobs, name: str, lo: int, hi: int, what: str) -> None:
     """Reject knob `name` unless lo <= value <= hi (`what` names the bound's meaning)."""
     value = getattr(knobs, name)
-    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise knobs.reject(name, f"must be a Python int in [{lo}, {hi}] ({what}), not a "
+                                 f"{type(value).__name__}")
+    if not lo <= value <= hi:
         raise knobs.reject(name, f"is outside [{lo}, {hi}] ({what})")
 
 

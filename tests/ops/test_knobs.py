@@ -212,6 +212,8 @@ def test_space_sizes_for_sample_shapes() -> None:
 BAD = [
     ("conv_direct", ConvKnobs(ow_tile=0, oc_tile=1), r"ConvKnobs: knob ow_tile=0 is outside"),
     ("conv_direct", ConvKnobs(ow_tile=2, oc_tile=9), r"knob oc_tile=9 is outside \[1, 2\]"),
+    ("conv_direct", ConvKnobs(ow_tile=np.int64(2)), r"ow_tile=np.int64\(2\) must be a Python "
+                                                    r"int in \[1, 7\] .* not a int64"),
     ("conv_depthwise", ConvKnobs(ow_tile=2, oc_tile=2), r"oc_tile=2 must be one of \(1,\) "
                                                          r"for a depthwise"),
     ("conv_winograd", ConvKnobs(ow_tile=2, unroll_kw=True), r"unroll_kw=True .*Winograd"),
