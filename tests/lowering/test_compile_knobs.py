@@ -47,7 +47,7 @@ def test_knobs_reach_the_kernel(tmp_path) -> None:
     # packed panels of the host's width (2 vectors: 32 columns with AVX-512, 16 with AVX2)
     assert chosen["family"] == "DenseKnobs" and chosen["cols"] == target_panel(
         Target.host().vector_lanes("float32"))
-    assert 20 % chosen["rows"] == 0            # the host's row tile divides the 20 rows
+    assert 1 <= chosen["rows"] <= 20  # the host's row tile (6 with AVX2: 3 tiles and a tail)
     knobs = DenseKnobs(rows=4 if chosen["rows"] != 4 else 5, cols=chosen["cols"],
                        parallel_rows=not chosen["parallel_rows"])
     tuned = ember.compile(_graph(), cache=KernelCache(tmp_path), knobs={name: knobs})
