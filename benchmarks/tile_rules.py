@@ -29,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-CONSTANTS = ("L2_VECTORS_PER_CYCLE", "LOADS_PER_CYCLE")
+CONSTANTS = ("L2_VECTORS_PER_CYCLE", "LOADS_PER_CYCLE", "FMA_SLACK")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -66,19 +66,31 @@ LOADS_PER_CYCLE = 2
 L2_VECTORS_PER_CYCLE = 0.9
 
 
+# cycles a register tile's step takes beyond the FMA latency: with exactly latency x pipes
+# accumulators (8 on an AVX2 core) every FMA waits on the one before it and any late load
+# stalls the pipes; two more cycles make an AVX2 tile hold 12 (3 columns x 4 blocks, 2 x 6)
+# instead of 8 or 10. Zen 3, 1 thread, each changed task's old and new tile in turn, best of
+# 2 rounds (benchmarks/tile_rules.py --constant FMA_SLACK --values 0 1, then 1 2): at 1,
+# ResNet-50's 14 changed convs weighted 44.3 -> 43.2 ms, ResNet-18 8.30 -> 7.62,
+# MobileNetV2 5.49 -> 5.51 (its 2 x 5 tiles 0.92-0.96x); at 2 rather than 1, MobileNetV2
+# 4.26 -> 3.90, ResNet-18 4.01 -> 3.81, ResNet-50 37.1 -> 37.2. Zen 4 and Sapphire
+# Rapids tiles, which hold 14-16 accumulators, are unchanged.
+FMA_SLACK = 2
+
+
 def tile_efficiency(facts: TargetFacts, fmas: int, loads: int, l2_loads: int = 0) -> float:
     """The fraction of the FMA pipes' peak a register tile reaches when each step of its
     reduction issues `fmas` vector FMAs (one per accumulator) and `loads` vector or broadcast
     loads, `l2_loads` of them from L2 (weights that do not stay in L1 from one tile to the
     next): a step takes the longest of the FMA pipes' time, the load ports' time, L2's time
-    and the FMA latency (an accumulator waits for its previous FMA). On Zen 4 (one 512-bit
+    and the FMA latency plus FMA_SLACK (an accumulator waits for its previous FMA). On Zen 4 (one 512-bit
     FMA a cycle) 14 columns x 1 block are FMA-bound; with two 512-bit FMA pipes (Sapphire
     Rapids) the same tile's 15 loads take longer than its 14 FMAs, and 8 columns x 2 blocks
     are not. With two FMA pipes, a tile of 1 column x 8 blocks whose weights come from L2
     waits 8 cycles for what its FMAs do in 4."""
     rate = facts.vector_fmas_per_cycle
     cycles = max(fmas / rate, loads / LOADS_PER_CYCLE, l2_loads / L2_VECTORS_PER_CYCLE,
-                 facts.fma_latency, 1e-9)
+                 facts.fma_latency + FMA_SLACK, 1e-9)
     return fmas / rate / cycles
 
 
@@ -99,6 +111,6 @@ def power_of_two_below(value: int) -> int:
     return 1 << max(0, int(value).bit_length() - 1)
 
 
-__all__ = ["L2_VECTORS_PER_CYCLE", "LOADS_PER_CYCLE", "accumulator_budget", "column_budget", "depthwise_budget",
+__all__ = ["FMA_SLACK", "L2_VECTORS_PER_CYCLE", "LOADS_PER_CYCLE", "accumulator_budget", "column_budget", "depthwise_budget",
            "narrow_budget", "power_of_two_below", "row_tile", "snap", "tile_efficiency",
            "vectors"]

@@ -191,7 +191,9 @@ def conv_tile(out_shape: Sequence[int], depthwise: bool = False, lanes: int = 0,
     tile reads their weights from L2 again, so each weight load counts against L2's rate
     (AVX2: ResNet-50's convs at 7x7 take 4 x 2 instead of 1 x 8, 1 thread, Zen 3: 2048->512
     1x1 2.8 -> 1.4 ms, 512->512 3x3 stride 2 7.1 -> 3.6 ms; its 14x14 1x1 convs 5 x 2
-    instead of 2 x 4: 256->1024 1.31 -> 1.16 ms);
+    instead of 2 x 4: 256->1024 1.31 -> 1.16 ms; with two cycles of FMA slack, budgets.FMA_SLACK,
+    both now take 3 x 4, 12 accumulators); tiles whose accumulators, broadcast columns and a
+    weight vector overflow the registers are out (6 x 2 on AVX2 spills);
     ties go to tiles that leave the load ports a
     spare slot, then to column tiles that divide OW, then to the widest, then to the most
     channel blocks. A block narrower than the vector (ob < lanes, e.g. 1000 = 125 blocks of 8
@@ -223,8 +225,12 @@ def conv_tile(out_shape: Sequence[int], depthwise: bool = False, lanes: int = 0,
         spare = loads / LOADS_PER_CYCLE < fmas / facts.vector_fmas_per_cycle
         return round(efficiency * useful, 3), spare, ow % w == 0, w, oc
 
+    # and the live registers fit: the accumulators, the step's broadcast columns (LLVM keeps
+    # them live across the blocks' FMAs) and a weight vector (6 x 2 on AVX2, 12 + 6 + 1, spills
+    # 50 values a step and runs 1.25-1.3x slower than 3 x 4, 12 + 3 + 1)
     tiles = [(w, oc) for oc in range(1, 9) if ocb % oc == 0
-             for w in range(1, min(ow, registers // oc) + 1)]
+             for w in range(1, min(ow, registers // oc) + 1)
+             if w * oc * per_block + w + 1 <= facts.vector_registers]
     return max(tiles, key=key)
 
 

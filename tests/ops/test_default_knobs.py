@@ -11,7 +11,7 @@ import pytest
 
 from ember.graph.ir import Node, Value, tensor_type
 from ember.lowering.kernel import group_knobs, run_op
-from ember.ops.budgets import row_tile, snap, tile_efficiency, vectors
+from ember.ops.budgets import FMA_SLACK, row_tile, snap, tile_efficiency, vectors
 from ember.ops.conv import ConvNCHWKnobs
 from ember.ops.conv_blocked import ConvKnobs, conv_tile, from_blocked, pack_direct, to_blocked
 from ember.ops.dense import DenseKnobs
@@ -195,13 +195,14 @@ def test_rows_outer_rule() -> None:
 
 def test_tile_efficiency_rule() -> None:
     """A reduction step takes the longest of its FMAs on the pipes, its loads on two ports
-    and the FMA latency."""
+    and the FMA latency plus FMA_SLACK cycles."""
     zen4, spr = Target(ZEN4).facts, Target(OTHERS["sapphirerapids"]).facts
     # 14 columns x 1 block: 14 FMAs, 15 loads (14 broadcasts, 1 weight vector)
     assert tile_efficiency(zen4, 14, 15) == 1.0          # 14 cycles of FMAs, 7.5 of loads
     assert tile_efficiency(spr, 14, 15) == pytest.approx(7 / 7.5)  # the loads take longer
     assert tile_efficiency(spr, 16, 10) == 1.0           # 8 x 2: 8 cycles, 5 of loads
-    assert tile_efficiency(zen4, 2, 3) == pytest.approx(2 / 4)  # the latency: 4 cycles
+    # the latency and the slack: 4 + 2 cycles for 2 FMAs
+    assert tile_efficiency(zen4, 2, 3) == pytest.approx(2 / (4 + FMA_SLACK))
     # 512 -> 1008 (padded 1000) classes at 13x13: 13x1 (load-bound, 0.93) ties 7x3 (FMA-bound,
     # a 7-column tail tile: 13/14 useful); the tile with spare load slots wins
     assert conv_tile((1, 63, 13, 13, 16), False, 16, spr) == (7, 3)
@@ -213,21 +214,30 @@ def test_tile_efficiency_rule() -> None:
     assert conv_tile((1, 125, 13, 13, 8), False, 8, skylake) == (2, 5)
 
 
+def test_avx2_tiles_keep_12_accumulators_and_fit_the_registers() -> None:
+    """With two FMA pipes of latency 4, 8 accumulators leave no slack: 3 columns x 4 blocks
+    (12) where 4 x 2 was (ResNet-50's and ResNet-18's 28- and 56-wide convs); 6 x 2 has 12
+    too but spills (12 accumulators + 6 broadcasts + a weight > 16 ymm), so it never comes."""
+    skylake = Target(OTHERS["skylake"]).facts
+    for shape in ((1, 16, 28, 28, 8), (1, 32, 56, 56, 8), (1, 64, 7, 7, 8)):
+        assert conv_tile(shape, False, 8, skylake) == (3, 4)
+    for ocb in (2, 16, 64):
+        w, oc = conv_tile((1, ocb, 56, 56, 8), False, 8, skylake)
+        assert w * oc + w + 1 <= 16
+
+
 def test_weights_from_l2_rule() -> None:
     """A tile whose blocks' weights overflow half of L1 reads them from L2 for every column
-    tile, 0.9 vectors a cycle: on AVX2, 2048->512 at 7x7 (64 KiB of weights a block) takes 4
-    columns x 2 blocks (2 weight vectors for 8 FMAs) instead of 1 x 8 (8 from L2 for 8 FMAs
-    that two pipes do in 4 cycles); weights that stay in L1 keep 1 x 8; at 14x14 with 8 KiB
-    a block, 5 x 2 (weights in L1, 14 of 15 columns useful) beats 2 x 4 (4 from L2 for 8
-    FMAs); Zen 4's single FMA pipe keeps its tile either way."""
+    tile, 0.9 vectors a cycle: on AVX2, 2048->512 at 7x7 (64 KiB of weights a block) would
+    take 8 from L2 for 8 FMAs with 1 column x 8 blocks; at 14x14 with 12 blocks, 2 x 6 (a
+    divisor of 14) while the weights stay in L1, 3 x 4 (4 weight vectors a step, not 6)
+    once they come from L2; Zen 4's single FMA pipe keeps its tile either way."""
     skylake, zen4 = Target(OTHERS["skylake"]).facts, Target(ZEN4).facts
     assert tile_efficiency(skylake, 8, 9, 8) == pytest.approx(4 / (8 / 0.9))
-    assert tile_efficiency(skylake, 8, 6, 2) == 1.0
-    assert conv_tile((1, 64, 7, 7, 8), False, 8, skylake) == (1, 8)
-    assert conv_tile((1, 64, 7, 7, 8), False, 8, skylake, 64 * 1024) == (4, 2)
-    assert conv_tile((1, 64, 7, 7, 8), False, 8, skylake, 1024) == (1, 8)
-    assert conv_tile((1, 128, 14, 14, 8), False, 8, skylake, 8 * 1024) == (5, 2)
-    assert conv_tile((1, 128, 14, 14, 8), False, 8, skylake, 1024) == (2, 4)
+    assert tile_efficiency(skylake, 12, 8, 6) == pytest.approx(6 / (6 / 0.9))
+    assert tile_efficiency(skylake, 12, 7, 4) == 1.0
+    assert conv_tile((1, 12, 14, 14, 8), False, 8, skylake, 1024) == (2, 6)
+    assert conv_tile((1, 12, 14, 14, 8), False, 8, skylake, 64 * 1024) == (3, 4)
     # 125 blocks of 8 at 13x13 with 16 KiB each: 2 x 5 from L2 still beats 7 x 1
     assert conv_tile((1, 125, 13, 13, 8), False, 8, skylake, 16 * 1024) == (2, 5)
     assert (conv_tile((1, 32, 7, 7, 16), False, 16, zen4, 128 * 1024)
@@ -235,7 +245,7 @@ def test_weights_from_l2_rule() -> None:
     # through the task: ResNet-50's last 1x1 conv (2048 -> 512 at 7x7) on AVX2
     task, family = task_of(*conv_group(2048, 512, 7, 1, 8), OTHERS["skylake"])
     knobs = family.default(task)
-    assert (knobs.ow_tile, knobs.oc_tile) == (4, 2)
+    assert (knobs.ow_tile, knobs.oc_tile) == (3, 4)
 
 
 def test_row_tile_rule() -> None:
