@@ -135,6 +135,7 @@ def whole_model(path: str, threads: int, points: dict, runs: int, name: str) -> 
     import time
 
     import numpy as np
+    import onnx
 
     import ember
     from ember.autotune.lowering import knob_family
@@ -149,8 +150,6 @@ def whole_model(path: str, threads: int, points: dict, runs: int, name: str) -> 
             **point)
 
     threadpool.set_num_threads(threads)
-    import onnx
-
     feeds = random_inputs(onnx.load(path))
     models = {"default": ember.compile(path), name: ember.compile(path, knobs=other)}
     times: dict[str, list[float]] = {k: [] for k in models}

@@ -356,6 +356,7 @@ def _measure_batch(task: Measurable, points: Sequence[Mapping[str, Any]],
     state = state if state is not None else WorkerState()
     timing = timing if timing is not None else contextlib.nullcontext()
     names = [knobs_json(p) for p in points]
+    default = knobs_json(task.default_point())
     results: list[MeasureResult | None] = [None] * len(points)
     ready: dict[str, tuple[Kernel, float]] = {}  # name -> (kernel, build seconds)
     for index, (point, name) in enumerate(zip(points, names)):
@@ -367,19 +368,19 @@ def _measure_batch(task: Measurable, points: Sequence[Mapping[str, Any]],
             if kernel is not None:  # measured before, built and checked already
                 ready[name] = (kernel, 0.0)
                 continue
-            wrong = _build_and_check(task, point, name, settings, state, timing)
-            if isinstance(wrong, str):
-                results[index] = MeasureResult((), wrong, time.perf_counter() - start)
+            built = _build_and_check(task, point, name == default, settings, state, timing)
+            if isinstance(built, str):
+                results[index] = MeasureResult((), built, time.perf_counter() - start)
             else:
-                ready[name] = (wrong, time.perf_counter() - start)
+                ready[name] = (built, time.perf_counter() - start)
         except Exception as error:  # noqa: BLE001 - any failure of a candidate is its error
             results[index] = MeasureResult((), _error_text(error), time.perf_counter() - start)
     todo = [i for i, r in enumerate(results) if r is None and names[i] in ready]
     timed = _time_in_turns([ready[names[i]][0] for i in todo], settings, timing)
-    built: set[str] = set()
+    charged: set[str] = set()  # a candidate listed twice: its build counted once
     for i, t in zip(todo, timed):
-        seconds = 0.0 if names[i] in built else ready[names[i]][1]
-        built.add(names[i])
+        seconds = 0.0 if names[i] in charged else ready[names[i]][1]
+        charged.add(names[i])
         if t.error is not None:
             results[i] = MeasureResult((), t.error, seconds)
             continue
@@ -388,14 +389,11 @@ def _measure_batch(task: Measurable, points: Sequence[Mapping[str, Any]],
     return [r if r is not None else MeasureResult((), "not measured", 0.0) for r in results]
 
 
-def _build_and_check(task: Measurable, point: Mapping[str, Any], name: str,
+def _build_and_check(task: Measurable, point: Mapping[str, Any], is_default: bool,
                      settings: MeasureSettings, state: WorkerState,
                      timing: Any) -> Kernel | str:
     """The candidate built, run once and checked against the default schedule's output (the
     reference, built first unless this is the default); its error text if it is wrong."""
-    from ember.autotune.database import knobs_json
-
-    is_default = knobs_json(task.default_point()) == name
     if settings.check and task.key not in state.references and not is_default:
         reference = task.build(None, settings.seed)
         with timing:
