@@ -10,7 +10,9 @@ Two phases.
 Measure: per task, its default and a seeded uniform sample of `--pool` points of its knob
 space (the whole space when it is smaller) are built, checked against the default's output
 and timed by the tuner's own runner (`LocalRunner`, one worker process, fastest of 5 timed
-runs, warm caches) and kept in a tuning database with their loop features. A candidate that
+runs, cold weights as the tuner times them), all of a task's points in one batch, so they
+are timed in turns and the host's drift does not rank them, and kept in a tuning database
+with their loop features. A candidate that
 fails (build error, time-out, wrong answer) is a record with an error, as in tuning. The
 phase resumes: points already in the database are not measured again.
 
@@ -115,15 +117,19 @@ def measure_pools(tasks: Sequence[Any], db_path: str, size: int, timeout: float,
             done = db.measured(task.key, fingerprint, settings.timing)
             todo = [p for p in pool_points(task, size, seed) if knobs_json(p) not in done]
             log(f"{task.description}: {len(done)} measured, {len(todo)} to measure")
+            if not todo:
+                continue
+            # one batch: every point is timed in turns with all the others, so the host's
+            # drift over the minutes this takes does not rank points measured at different
+            # times (in batches of 8, a sample's fastest point was often one timed while
+            # the host was quick)
             start = time.perf_counter()
-            for i in range(0, len(todo), BATCH):
-                points = todo[i:i + BATCH]
-                results = runner.measure(task, points)
-                db.add([Record(task.key, task.family, task.description, task.target,
-                               fingerprint, p, r.costs, r.error, features(task, p),
-                               __version__, timing=settings.timing)
-                        for p, r in zip(points, results)])
-                log(f"  {i + len(points)}/{len(todo)} in {time.perf_counter() - start:.0f} s")
+            results = runner.measure(task, todo)
+            db.add([Record(task.key, task.family, task.description, task.target,
+                           fingerprint, p, r.costs, r.error, features(task, p),
+                           __version__, timing=settings.timing)
+                    for p, r in zip(todo, results)])
+            log(f"  {len(todo)} in {time.perf_counter() - start:.0f} s")
 
 
 def features(task: Any, point: Mapping[str, Any]) -> tuple[float, ...]:

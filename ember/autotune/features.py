@@ -18,9 +18,15 @@ against the target's facts (its vector width, registers, L1d / L2, threads); onl
     loops:  counts per kind, nest depth, innermost serial extent, innermost trips per flop,
             parallel tasks per thread and their balance over the threads, the unrolled and
             vectorized extents, the vector loop's width against the target's vector
-    tile:   the register tile (vectors written in the innermost unrolled body) against the
-            registers and against the accumulators that keep the FMA pipes busy; scratch
-            buffers allocated inside loops against L1d
+    tile:   the register tile (the accumulator vectors of the innermost unrolled body: the
+            vectors its accumulating stores write at distinct addresses) against the registers and against
+            the accumulators that keep the FMA pipes busy; scratch buffers allocated inside
+            loops against L1d
+    estimate: `tile_estimate`, the machine model's guess from the target's facts alone, in
+            log2 of the FMA pipes' share the tile reaches (ember.ops.budgets.tile_efficiency;
+            a tile past the accumulator budget spills, its estimate falls with the square of
+            the overflow); 0 for a kernel without a tile. The model-guided search ranks by
+            it before it has measured anything and learns its error after.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from ember.ops.budgets import accumulator_budget, tile_efficiency
 from ember.target import Target
 from ember.target_facts import TargetFacts
 from ember.tir import expr as E
@@ -52,6 +59,8 @@ FEATURE_NAMES = (
     "outer_parallel", "unroll_product", "vector_extent", "vector_fill",
     # register tile, scratch
     "register_tile", "tile_over_registers", "tile_over_latency", "scratch_over_l1",
+    # the machine model's estimate
+    "tile_estimate",
 )
 UNKNOWN_EXTENT = 16  # a loop whose extent is not a constant
 _GATHER = -1         # an index not linear in the loop's variable
@@ -125,6 +134,22 @@ def _coefficient(e: E.Expr, var: E.Var) -> int | None:
     return None if uses.found else 0
 
 
+def _reads(e: E.Expr, buffer: object) -> bool:
+    """Whether `e` loads from `buffer`."""
+    reads = _Reads(buffer)
+    reads.visit(e)
+    return reads.found
+
+
+class _Reads(Visitor):
+    def __init__(self, buffer: object) -> None:
+        self.buffer, self.found = buffer, False
+
+    def visit_Load(self, node: E.Load) -> None:
+        self.found = self.found or node.buffer is self.buffer
+        self.generic_visit(node)
+
+
 class _Uses(Visitor):
     def __init__(self, var: E.Var) -> None:
         self.var, self.found = var, False
@@ -194,12 +219,15 @@ class _Extract(Visitor):
         self.generic_visit(node)
 
     def _register_tile(self, node: Store) -> None:
-        """Vectors the innermost unrolled body writes: the unrolled extents around the store
-        times the vectors of its vectorized loop (or of its vector lanes)."""
-        if not any(loop.kind == ForKind.UNROLLED for loop in self.loops):
+        """Accumulator vectors of the innermost unrolled body, for a store that accumulates
+        (its value reads the buffer it writes): the extents of the unrolled loops its
+        address moves with (an unrolled reduction loop writes the same vectors again) times
+        the vectors of its vectorized loop (or of its lanes)."""
+        if not _reads(node.value, node.buffer):
             return
         unrolled = math.prod(_extent(loop) for loop in self.loops
-                             if loop.kind == ForKind.UNROLLED)
+                             if loop.kind == ForKind.UNROLLED
+                             and any(_coefficient(i, loop.var) != 0 for i in node.indices))
         lanes = node.value.dtype.lanes * math.prod(
             _extent(loop) for loop in self.loops if loop.kind == ForKind.VECTORIZED)
         vector_bytes = max(1, self.facts.vector_bits // 8)
@@ -329,6 +357,20 @@ def _strides(c: _Counts, line_elements: dict[int, int]) -> None:
           else "outer_stride_far"] += share
 
 
+def tile_estimate(facts: TargetFacts, tile: int) -> float:
+    """log2 of the FMA pipes' share a register tile of `tile` accumulator vectors reaches (one
+    FMA each a step, the tile's loads not counted), scaled by (budget / tile)^2 past the
+    accumulator budget (it spills: 13-16 ymm accumulators ran 1.4-1.6x slower than 12 on
+    Zen 3); 0 without a tile."""
+    if tile <= 0:
+        return 0.0
+    share = tile_efficiency(facts, tile, 0)
+    budget = accumulator_budget(facts)
+    if tile > budget:
+        share *= (budget / tile) ** 2
+    return math.log2(share)
+
+
 def loop_features(funcs: PrimFunc | Sequence[PrimFunc],
                   target: Target | str | None = None) -> tuple[float, ...]:
     """The feature vector (FEATURE_NAMES order) of a kernel for `target` (default: this
@@ -362,10 +404,11 @@ def loop_features(funcs: PrimFunc | Sequence[PrimFunc],
     v["tile_over_registers"] = v["register_tile"] / facts.vector_registers
     v["tile_over_latency"] = v["register_tile"] / max(1, facts.latency_accumulators)
     v["scratch_over_l1"] = v["scratch_over_l1"] / facts.l1d_bytes
+    v["tile_estimate"] = tile_estimate(facts, int(v["register_tile"]))
     v["float_ops"] = math.log2(1.0 + v["float_ops"])
     v["depth"] = extract.max_depth
     v["buffers"] = len({a.buffer for a in c.accesses})
     return tuple(round(float(v[n]), 6) for n in FEATURE_NAMES)
 
 
-__all__ = ["FEATURE_NAMES", "loop_features"]
+__all__ = ["FEATURE_NAMES", "loop_features", "tile_estimate"]

@@ -18,6 +18,7 @@ import numpy as np
 
 from ember.autotune.cost_model import XGBoostCostModel
 from ember.autotune.database import knobs_json
+from ember.autotune.features import FEATURE_NAMES
 from ember.errors import TuningError
 from ember.ops.knobs import Space
 
@@ -89,8 +90,12 @@ class ModelSearch:
     `epsilon` of exploring ones (the model is wrong where it has seen nothing), chosen far
     in feature space from what was measured.
 
-    Before the model has data (no transfer, fewer than `min_samples` measurements), the
-    batch is `initial`: "random" (uniform, the default: it did best in the replay of
+    Before the model has data (no transfer, fewer than `min_samples` measurements), a share
+    `prior_share` of the batch is the points the prior ranks first (the feature named
+    `prior`: the machine model's estimate from the target's facts, features.tile_estimate;
+    the trees may use it later like any feature), the rest spread in feature space. Where
+    the prior says nothing (None, or the same for every point sampled), the batch is
+    `initial`: "random" (uniform, the default: it did best in the replay of
     benchmarks/search_efficiency.py), "spread" (points chosen one by one farthest in
     standardized feature space from what was measured) or "near-and-spread" (half the
     untried points nearest in knob steps to the best measured one, the default schedule
@@ -106,7 +111,8 @@ class ModelSearch:
                  transfer: Sequence[tuple[Sequence[float], float, str]] = (),
                  max_evaluations: int = 256, chains: int = 8, steps: int = 40,
                  min_samples: int = 4, model: XGBoostCostModel | None = None,
-                 own_weight: float | str = "auto", initial: str = "random") -> None:
+                 own_weight: float | str = "auto", initial: str = "random",
+                 prior: str | None = "tile_estimate", prior_share: float = 0.5) -> None:
         if not 0.0 <= epsilon <= 1.0:
             raise TuningError(f"ModelSearch: epsilon must be in [0, 1], got {epsilon}")
         if initial not in INITIAL_BATCHES:
@@ -121,6 +127,14 @@ class ModelSearch:
         self.epsilon, self.max_evaluations = epsilon, max_evaluations
         self.chains, self.steps, self.min_samples = chains, steps, min_samples
         self.own_weight, self.initial = own_weight, initial
+        if prior is not None and prior not in FEATURE_NAMES:
+            raise TuningError(f"ModelSearch: prior must be a feature name or None, got "
+                              f"{prior!r}")
+        self._prior = None if prior is None else FEATURE_NAMES.index(prior)
+        if not 0.0 < prior_share <= 1.0:
+            raise TuningError(f"ModelSearch: prior_share must be in (0, 1], got {prior_share}")
+        self.prior_share = prior_share
+        self._prior_seen: set[float] = set()   # prior values of the points scored
         self.model = model or XGBoostCostModel(seed=seed)
         self.transfer = list(transfer)
         self.samples: list[tuple[Sequence[float], float]] = []
@@ -170,14 +184,31 @@ class ModelSearch:
         if len(self.samples) + len(self.transfer) >= self.min_samples:
             self.model.fit(rows, costs_all, groups, self._weights())
 
+    def _prior_of(self, point: Point) -> float:
+        f = self.features(point)
+        return float(f[self._prior]) if self._prior is not None and len(f) > self._prior \
+            else 0.0
+
+    def _prior_informs(self) -> bool:
+        """Whether the prior tells points apart: it differs among some sampled points."""
+        if self._prior is None:
+            return False
+        if not self._prior_seen:
+            for p in _untried(self.space, set(), 32, random.Random(0)):
+                self._prior_seen.add(self._prior_of(p))
+        return len(self._prior_seen) > 1
+
     def propose(self, n: int, tried: set[str]) -> list[Point]:
         if n <= 0:
             return []
-        if not self.model.trained:
+        if not self.model.trained and not self._prior_informs():
             if self.initial == "random":
                 return _untried(self.space, tried, n, self.rng)
             return self._first_batch(n, tried)
-        explore = sum(1 for _ in range(n) if self.rng.random() < self.epsilon)
+        if self.model.trained:
+            explore = sum(1 for _ in range(n) if self.rng.random() < self.epsilon)
+        else:  # the prior alone: a share of the batch, the rest spread
+            explore = n - max(1, round(n * self.prior_share))
         candidates = self._anneal(tried)
         # equal scores (a model that cannot tell them apart yet) in random order, not in
         # the order the space lists its points
@@ -255,6 +286,8 @@ class ModelSearch:
         return out
 
     def _score(self, points: Sequence[Point]) -> np.ndarray:
+        if not self.model.trained and self._prior is not None:
+            return np.asarray([self._prior_of(p) for p in points], dtype=float)
         return self.model.predict([self.features(p) for p in points])
 
     def _anneal(self, tried: set[str]) -> dict[str, tuple[Point, float]]:

@@ -114,3 +114,40 @@ def test_equal_scores_are_proposed_in_random_order_not_the_spaces():
                              max_evaluations=2000)
         firsts.add(knobs_json(search.propose(1, set())[0]))
     assert len(firsts) > 1 and firsts != {first_in_order}
+
+
+def _with_prior(p):
+    """Full feature vectors whose machine-model estimate peaks at a = 3."""
+    from ember.autotune.features import FEATURE_NAMES
+
+    row = [float(p["a"]), float(p["b"]), float(p["c"])] + [0.0] * (len(FEATURE_NAMES) - 3)
+    row[FEATURE_NAMES.index("tile_estimate")] = -abs(p["a"] - 3)
+    return tuple(row)
+
+
+def test_first_batch_follows_the_prior_then_spreads():
+    for seed in range(4):
+        search = ModelSearch(SPACE, _with_prior, seed=seed, max_evaluations=2000)
+        batch = search.propose(8, set())
+        assert len(batch) == 8 and len({knobs_json(p) for p in batch}) == 8
+        # half the batch is the prior's best points, the rest spread over the space
+        assert sum(p["a"] == 3 for p in batch) >= 4
+        assert any(p["a"] != 3 for p in batch)
+    blind = ModelSearch(SPACE, _with_prior, seed=0, prior=None).propose(8, set())
+    assert sum(p["a"] == 3 for p in blind) < 4  # uniform: about one in ten
+
+
+def test_a_constant_prior_leaves_the_first_batch_random():
+    constant = lambda p: _with_prior({**p, "a": 3})  # noqa: E731
+    batches = [ModelSearch(SPACE, constant, seed=s).propose(8, set()) for s in range(2)]
+    assert [knobs_json(p) for p in batches[0]] != [knobs_json(p) for p in batches[1]]
+    assert all(sum(p["a"] == 3 for p in b) < 4 for b in batches)
+
+
+def test_prior_options_are_checked():
+    from ember.errors import TuningError
+
+    with pytest.raises(TuningError, match="prior must be a feature name"):
+        ModelSearch(SPACE, _with_prior, prior="fastness")
+    with pytest.raises(TuningError, match=r"prior_share must be in \(0, 1\]"):
+        ModelSearch(SPACE, _with_prior, prior_share=0.0)

@@ -104,7 +104,42 @@ def test_register_tile_against_the_target():
     assert zen4["register_tile"] == 16 and zen4["unroll_product"] == 16
     assert zen4["tile_over_registers"] == 0.5 and haswell["tile_over_registers"] == 1.0
     assert zen4["tile_over_latency"] == 16 / Target(ZEN4).facts.latency_accumulators
-    assert _matmul(64, "ijk")["register_tile"] == 0  # nothing unrolled
+    assert _matmul(64, "ijk")["register_tile"] == 1  # nothing unrolled: one accumulator
+
+
+def test_register_tile_counts_accumulators_not_unrolled_reductions():
+    def tile(unroll_k: bool):
+        a = te.placeholder((64, 64), "float32", name="A")
+        b = te.placeholder((64, 64), "float32", name="B")
+        k = te.reduce_axis((0, 64), name="k")
+        c = te.compute((64, 64), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name="C")
+        s = te.create_schedule(c.op)
+        i, j = c.op.axis
+        jo, ji = s[c].split(j, 4)
+        ko, ki = s[c].split(k, 4)
+        s[c].reorder(i, jo, ko, ki, ji)
+        s[c].unroll(ji)
+        if unroll_k:
+            s[c].unroll(ki)
+        return _features(s, [a, b, c], HASWELL)
+
+    # four accumulators either way: the unrolled k steps write the same four again
+    assert tile(False)["register_tile"] == 4 and tile(True)["register_tile"] == 4
+    assert tile(True)["unroll_product"] == 4
+    assert _add(True, False)["register_tile"] == 0  # an elementwise store accumulates nothing
+
+
+def test_tile_estimate_follows_the_pipes_and_the_budget():
+    from ember.autotune.features import tile_estimate
+
+    avx2 = Target(HASWELL).facts  # 16 ymm, two FMA pipes: 12 accumulators, the budget, best
+    estimates = {t: tile_estimate(avx2, t) for t in (1, 4, 8, 12, 13, 16, 28)}
+    assert estimates[1] < estimates[4] < estimates[8] < estimates[12] < 0.0
+    assert tile_estimate(Target("llvm -mcpu=znver3").facts, 12) == 0.0  # latency 4: full
+    assert estimates[28] < estimates[16] < estimates[13] < estimates[12]  # past 12: spills
+    zen4 = Target(ZEN4).facts  # 32 zmm, one FMA a cycle: 6 fill it, 24 fit the budget
+    assert tile_estimate(zen4, 6) == tile_estimate(zen4, 24) == 0.0
+    assert tile_estimate(zen4, 28) < 0.0 and tile_estimate(zen4, 0) == 0.0
 
 
 def test_guards_count_tail_tiles():
