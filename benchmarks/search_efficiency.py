@@ -12,9 +12,9 @@ space (the whole space when it is smaller) are built, checked against the defaul
 and timed by the tuner's own runner (`LocalRunner`, one worker process, fastest of 5 timed
 runs, cold weights as the tuner times them), all of a task's points in one batch, so they
 are timed in turns and the host's drift does not rank them, and kept in a tuning database
-with their loop features. A candidate that
-fails (build error, time-out, wrong answer) is a record with an error, as in tuning. The
-phase resumes: points already in the database are not measured again.
+with their loop features. A candidate that fails (build error, time-out, wrong answer) is a
+record with an error, as in tuning. The phase resumes: tasks already in the database are
+not measured again.
 
 Replay: each search runs `--seeds` times over the measured sample as its space (a trial
 reads the measurement instead of building), exactly as `tune` drives it: the default first,
@@ -22,7 +22,10 @@ then batches of 8 proposed by the strategy, each batch observed before the next.
 one measured sample lets every strategy and seed see the same costs, so the curves differ by
 the search alone, not by machine noise between runs. Transfer: the cost model also trains
 from the start on the records of the other tasks of the same knob family (for a conv task
-the two other conv tasks; for the dense task the other dense tasks of BERT-base).
+the two other conv tasks; for the dense task the other dense tasks of BERT-base). The
+model-guided search runs as the tuner runs it (its first batch half ranked by the machine
+model's estimate, the `tile_estimate` feature) and without that prior (`prior=None`: a
+uniform first batch), each with and without transfer.
 
 Two modes: the default first, as the tuner runs (where the default is the fastest point of
 the sample, every search has it at trial 1 and the figure says nothing about the search),
@@ -230,6 +233,10 @@ def trials_to_reach(curve: Sequence[float], target: float) -> float:
     return next((i + 1 for i, c in enumerate(curve) if c <= target), math.inf)
 
 
+# the model-guided search without the machine model's estimate ranking its first batch
+NO_PRIOR = {"prior": None}
+
+
 def run_replays(tables: Mapping[str, Table], sources: Mapping[str, Sequence[str]],
                 seeds: int, trials: int, with_default: bool = True
                 ) -> dict[str, dict[str, np.ndarray]]:
@@ -238,11 +245,14 @@ def run_replays(tables: Mapping[str, Table], sources: Mapping[str, Sequence[str]
     for key in sources:
         table = tables[key]
         transfer = [(f, c, s) for s in sources[key] for f, c in tables[s].rows.values()]
-        runs = {"random": ("random", ()), "xgb": ("xgb", ()),
-                "xgb + transfer": ("xgb", transfer)}
+        runs = {"random": ("random", (), {}), "xgb": ("xgb", (), {}),
+                "xgb + transfer": ("xgb", transfer, {}),
+                "xgb, no prior": ("xgb", (), NO_PRIOR),
+                "xgb, no prior + transfer": ("xgb", transfer, NO_PRIOR)}
         out[key] = {name: np.array([replay(table, strategy, s, trials, source,
-                                           with_default=with_default) for s in range(seeds)])
-                    for name, (strategy, source) in runs.items()}
+                                           with_default=with_default, **options)
+                                    for s in range(seeds)])
+                    for name, (strategy, source, options) in runs.items()}
     return out
 
 
@@ -334,10 +344,11 @@ def report(tasks: Sequence[Any], tables: Mapping[str, Table],
            curves: Mapping[str, Mapping[str, np.ndarray]], names: Mapping[str, str]
            ) -> list[dict[str, Any]]:
     """Print one mode's table; its figures."""
-    print("| task | space | measured (errors) | default / fastest | random: final best / "
-          "fastest | trials to reach it: random | xgb | xgb + transfer | trials to the "
-          "fastest in the sample: random | xgb | xgb + transfer |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    strategies = list(next(iter(curves.values())))
+    print(f"| task | space | measured (errors) | default / fastest | random: final best / "
+          f"fastest | trials to reach it: {' | '.join(strategies)} | trials to the "
+          f"fastest in the sample: {' | '.join(strategies)} |")
+    print("|---" * (5 + 2 * len(strategies)) + "|")
     figures = []
     for t in tasks:
         table, by = tables[t.key], curves[t.key]  # type: ignore[index]

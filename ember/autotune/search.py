@@ -134,7 +134,7 @@ class ModelSearch:
         if not 0.0 < prior_share <= 1.0:
             raise TuningError(f"ModelSearch: prior_share must be in (0, 1], got {prior_share}")
         self.prior_share = prior_share
-        self._prior_seen: set[float] = set()   # prior values of the points scored
+        self._prior_seen: set[float] = set()   # prior values of a sample of the space
         self.model = model or XGBoostCostModel(seed=seed)
         self.transfer = list(transfer)
         self.samples: list[tuple[Sequence[float], float]] = []
