@@ -80,7 +80,8 @@ def passes_for(opt_level: int, target: Target | str | None = None,
         block=lanes, winograd_min_width=winograd_min_width(target.facts),
         winograd_min_channels=winograd_min_channels(target.facts) if cpu else 0,
         winograd_f4_min_tiles=WINOGRAD_F4_MIN_TILES if cpu else 0,
-        winograd_f4_weight_bytes=target.facts.l2_bytes if cpu else 0))
+        winograd_f4_weight_bytes=target.facts.l2_bytes if cpu else 0,
+        tile_facts=target.facts if cpu else None))
     return [sized if p is convert_layout else p for p in passes]
 
 

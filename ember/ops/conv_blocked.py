@@ -212,10 +212,25 @@ def conv_tile(out_shape: Sequence[int], depthwise: bool = False, lanes: int = 0,
             # an awkward width (a prime): tail tiles twice the latency depth beat 1-column tiles
             ow_tile = min(ow, 2 * facts.latency_accumulators, limit)
         return ow_tile, 1
+    return max(_direct_tiles(ocb, ow, per_block, facts, block_weight_bytes))[1]
+
+
+def direct_tile_score(out_shape: Sequence[int], lanes: int, facts: TargetFacts,
+                      block_weight_bytes: int = 0) -> float:
+    """The share of the FMA pipes' peak `conv_tile`'s direct tile reaches on an output
+    [N, OCB, OH, OW, ob] (pipe efficiency x the useful share of its column tiles)."""
+    _, ocb, _, ow, ob = out_shape
+    per_block = vectors(ob, lanes) if lanes else 1
+    return max(_direct_tiles(ocb, ow, per_block, facts, block_weight_bytes))[0][0]
+
+
+def _direct_tiles(ocb: int, ow: int, per_block: int, facts: TargetFacts,
+                  block_weight_bytes: int) -> list[tuple[tuple[float, bool, bool, int, int],
+                                                         tuple[int, int]]]:
+    """(key, (ow_tile, oc_tile)) of each direct tile `conv_tile` chooses among."""
     registers = max(1, accumulator_budget(facts) // per_block)
 
-    def key(tile: tuple[int, int]) -> tuple[float, bool, bool, int, int]:
-        w, oc = tile
+    def key(w: int, oc: int) -> tuple[float, bool, bool, int, int]:
         useful = ow / (-(-ow // w) * w)
         fmas, loads = w * oc * per_block, w + oc * per_block
         from_l2 = oc * block_weight_bytes > facts.l1d_bytes // 2
@@ -228,10 +243,9 @@ def conv_tile(out_shape: Sequence[int], depthwise: bool = False, lanes: int = 0,
     # and the live registers fit: the accumulators, the step's broadcast columns (LLVM keeps
     # them live across the blocks' FMAs) and a weight vector (6 x 2 on AVX2, 12 + 6 + 1, spills
     # 50 values a step and runs 1.25-1.3x slower than 3 x 4, 12 + 3 + 1)
-    tiles = [(w, oc) for oc in range(1, 9) if ocb % oc == 0
-             for w in range(1, min(ow, registers // oc) + 1)
-             if w * oc * per_block + w + 1 <= facts.vector_registers]
-    return max(tiles, key=key)
+    return [(key(w, oc), (w, oc)) for oc in range(1, 9) if ocb % oc == 0
+            for w in range(1, min(ow, registers // oc) + 1)
+            if w * oc * per_block + w + 1 <= facts.vector_registers]
 
 
 def _register_facts(vector_registers: int, latency_accumulators: int) -> TargetFacts:
@@ -445,7 +459,7 @@ def _infer_layout(attrs: Attrs, inputs: Sequence[TensorType | None]) -> list[Ten
         raise ShapeError(f"LayoutTransform: input block {x.shape[4]} != src_block={src}")
     kept = int(attrs.get("channels") or 0)  # blocked -> NCHW: drop the padding channels
     if kept:
-        if dst or not channels - src < kept <= channels:
+        if dst or not 0 < kept <= channels:
             raise ShapeError(f"LayoutTransform: channels={kept} does not fit an input of "
                              f"{channels} channels in blocks of {src} (blocked -> NCHW only)")
         channels = kept
@@ -563,5 +577,6 @@ OPS: dict[str, OpDef] = {
                              attrs={"src_block": 0, "dst_block": 0, "channels": 0}),
 }
 
-__all__ = ["ALGORITHMS", "OPS", "ConvKnobs", "LayoutKnobs", "conv_tile", "from_blocked",
+__all__ = ["ALGORITHMS", "OPS", "ConvKnobs", "LayoutKnobs", "conv_tile", "direct_tile_score",
+           "from_blocked",
            "pack_depthwise", "pack_direct", "schedule_conv_nchwc", "to_blocked", "vector_lanes"]

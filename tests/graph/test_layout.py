@@ -215,3 +215,29 @@ def test_padding_only_where_it_costs_less_than_the_narrow_block() -> None:
         after = convert_layout(classifier_net(cout), LayoutRule(block=16))
         conv_node = next(n for n in after.nodes if n.op == "ConvNCHWc")
         assert (conv_node.outputs[0].type.shape[4] == 16 and cout % 16 != 0) == padded, cout
+
+
+def test_full_blocks_padded_where_the_register_tile_gains() -> None:
+    # 1000 = 125 blocks of 8 on an AVX2 core: only 1 or 5 blocks divide 125, so the tile is
+    # 2 columns x 5 blocks (10 accumulators); 126 blocks take 2 x 6 (12), worth 0.8% more work
+    from ember.target import Target
+
+    zen3 = Target("llvm -mcpu=znver3").facts
+    graph = classifier_net(1000)
+    after = convert_layout(graph, LayoutRule(block=8, tile_facts=zen3))
+    conv_node = next(n for n in after.nodes if n.op == "ConvNCHWc")
+    assert conv_node.outputs[0].type.shape == (1, 126, 9, 11, 8)
+    assert next(n for n in after.nodes if n.op == "Div").inputs[1].type.shape == (1, 126, 1, 1, 8)
+    (back,) = [n for n in after.nodes if n.op == "LayoutTransform" and not n.attrs["dst_block"]]
+    assert back.attrs["channels"] == 1000 and back.outputs[0].type.shape == (1, 1000, 8, 10)
+    feeds = {"x": rand(1, 32, 9, 11)}
+    np.testing.assert_allclose(run(after, feeds)[0], run(graph, feeds)[0], rtol=1e-4,
+                               atol=1e-5)
+    # without the target's facts, where blocks divide well, or where a conv reads the
+    # channels: no padding
+    plain = convert_layout(graph, LayoutRule(block=8))
+    assert next(n for n in plain.nodes if n.op == "ConvNCHWc").outputs[0].type.shape[1] == 125
+    for cout, then_conv in ((1024, False), (1000, True)):
+        other = convert_layout(classifier_net(cout, then_conv), LayoutRule(block=8, tile_facts=zen3))
+        assert next(n for n in other.nodes if n.op == "ConvNCHWc").outputs[0].type.shape[1] \
+            == cout // 8
