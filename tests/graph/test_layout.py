@@ -180,17 +180,26 @@ def classifier_net(cout: int, then_conv: bool = False) -> Graph:
     return b.finish([g])
 
 
-def test_narrow_output_block_is_padded_to_the_vector() -> None:
-    graph = classifier_net(40)  # 40 = 5 blocks of 8 on 16 lanes: padded to 3 blocks of 16
-    after = convert_layout(graph, LayoutRule(block=16))
+def _check_padded(graph: Graph, rule: LayoutRule, channels: int, blocks: int, block: int
+                  ) -> None:
+    """The head's conv and Div take `blocks` blocks of `block`, the transform back keeps
+    `channels`, and the numbers are the unconverted graph's."""
+    after = convert_layout(graph, rule)
     conv_node = next(n for n in after.nodes if n.op == "ConvNCHWc")
-    assert conv_node.outputs[0].type.shape == (1, 3, 9, 11, 16)
-    assert next(n for n in after.nodes if n.op == "Div").inputs[1].type.shape == (1, 3, 1, 1, 16)
+    assert conv_node.outputs[0].type.shape == (1, blocks, 9, 11, block)
+    div = next(n for n in after.nodes if n.op == "Div")
+    assert div.inputs[1].type.shape == (1, blocks, 1, 1, block)
     (back,) = [n for n in after.nodes if n.op == "LayoutTransform" and not n.attrs["dst_block"]]
-    assert back.attrs["channels"] == 40 and back.outputs[0].type.shape == (1, 40, 8, 10)
+    assert back.attrs["channels"] == channels
+    assert back.outputs[0].type.shape == (1, channels, 8, 10)
     feeds = {"x": rand(1, 32, 9, 11)}
     np.testing.assert_allclose(run(after, feeds)[0], run(graph, feeds)[0], rtol=1e-4,
                                atol=1e-5)
+
+
+def test_narrow_output_block_is_padded_to_the_vector() -> None:
+    graph = classifier_net(40)  # 40 = 5 blocks of 8 on 16 lanes: padded to 3 blocks of 16
+    _check_padded(graph, LayoutRule(block=16), 40, 3, 16)
     narrow = convert_layout(graph, LayoutRule(block=16, pad_channels=False))
     assert next(n for n in narrow.nodes if n.op == "ConvNCHWc").outputs[0].type.shape[4] == 8
 
@@ -224,15 +233,7 @@ def test_full_blocks_padded_where_the_register_tile_gains() -> None:
 
     zen3 = Target("llvm -mcpu=znver3").facts
     graph = classifier_net(1000)
-    after = convert_layout(graph, LayoutRule(block=8, tile_facts=zen3))
-    conv_node = next(n for n in after.nodes if n.op == "ConvNCHWc")
-    assert conv_node.outputs[0].type.shape == (1, 126, 9, 11, 8)
-    assert next(n for n in after.nodes if n.op == "Div").inputs[1].type.shape == (1, 126, 1, 1, 8)
-    (back,) = [n for n in after.nodes if n.op == "LayoutTransform" and not n.attrs["dst_block"]]
-    assert back.attrs["channels"] == 1000 and back.outputs[0].type.shape == (1, 1000, 8, 10)
-    feeds = {"x": rand(1, 32, 9, 11)}
-    np.testing.assert_allclose(run(after, feeds)[0], run(graph, feeds)[0], rtol=1e-4,
-                               atol=1e-5)
+    _check_padded(graph, LayoutRule(block=8, tile_facts=zen3), 1000, 126, 8)
     # without the target's facts, where blocks divide well, or where a conv reads the
     # channels: no padding
     plain = convert_layout(graph, LayoutRule(block=8))
