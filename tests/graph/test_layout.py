@@ -242,3 +242,23 @@ def test_full_blocks_padded_where_the_register_tile_gains() -> None:
         other = convert_layout(classifier_net(cout, then_conv), LayoutRule(block=8, tile_facts=zen3))
         assert next(n for n in other.nodes if n.op == "ConvNCHWc").outputs[0].type.shape[1] \
             == cout // 8
+
+
+def test_a_padded_tensor_meets_an_unpadded_one_in_nchw() -> None:
+    # the padded conv output (126 blocks) added to an input of the same 1000 channels (125
+    # blocks once blocked): the Add reads both in NCHW, where the padding is dropped
+    from ember.target import Target
+
+    b = GraphBuilder("residual_head")
+    x = b.input("x", (1, 32, 9, 11), "float32")
+    skip = b.input("skip", (1, 1000, 9, 11), "float32")
+    (y,) = b.add("Add", [conv(b, x, 32, 1000, 1), skip])
+    (g,) = b.add("GlobalAveragePool", [y])
+    graph = b.finish([g])
+    after = convert_layout(graph, LayoutRule(block=8, tile_facts=Target("llvm -mcpu=znver3").facts))
+    assert next(n for n in after.nodes if n.op == "ConvNCHWc").outputs[0].type.shape[1] == 126
+    add = next(n for n in after.nodes if n.op == "Add")
+    assert [v.type.shape for v in add.inputs] == [(1, 1000, 9, 11)] * 2
+    feeds = {"x": rand(1, 32, 9, 11), "skip": rand(1, 1000, 9, 11)}
+    np.testing.assert_allclose(run(after, feeds)[0], run(graph, feeds)[0], rtol=1e-4,
+                               atol=1e-5)

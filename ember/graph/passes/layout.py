@@ -373,9 +373,10 @@ class _Converter:
             return False
         padded = {self.padded[v] for v in tensors if v in self.padded}
         b = self.lanes if padded else self.block(out)
-        if not b or len(padded) > 1 or \
-                any(v.type.shape != out.type.shape or self.block(v) != b for v in tensors):
+        if not b or any(v.type.shape != out.type.shape or self.block(v) != b for v in tensors):
             return False
+        if padded and (len(padded) > 1 or any(v not in self.padded for v in tensors)):
+            return False  # padded twins of other block counts, or an unpadded one: NCHW
         blocks = next(iter(padded)) if padded else -(-out.type.shape[1] // b)
         inputs: list[Value | None] = []
         for v in node.inputs:
