@@ -19,9 +19,9 @@ against the target's facts (its vector width, registers, L1d / L2, threads); onl
             parallel tasks per thread and their balance over the threads, the unrolled and
             vectorized extents, the vector loop's width against the target's vector
     tile:   the register tile (the accumulator vectors of the innermost unrolled body: the
-            vectors its accumulating stores write at distinct addresses) against the registers and against
-            the accumulators that keep the FMA pipes busy; scratch buffers allocated inside
-            loops against L1d
+            vectors its accumulating stores write at distinct addresses) against the
+            registers and against the accumulators that keep the FMA pipes busy; scratch
+            buffers allocated inside loops against L1d
     estimate: `tile_estimate`, the machine model's guess from the target's facts alone, in
             log2 of the FMA pipes' share the tile reaches (ember.ops.budgets.tile_efficiency;
             a tile past the accumulator budget spills, its estimate falls with the square of

@@ -239,9 +239,10 @@ def test_full_blocks_padded_where_the_register_tile_gains() -> None:
     plain = convert_layout(graph, LayoutRule(block=8))
     assert next(n for n in plain.nodes if n.op == "ConvNCHWc").outputs[0].type.shape[1] == 125
     for cout, then_conv in ((1024, False), (1000, True)):
-        other = convert_layout(classifier_net(cout, then_conv), LayoutRule(block=8, tile_facts=zen3))
-        assert next(n for n in other.nodes if n.op == "ConvNCHWc").outputs[0].type.shape[1] \
-            == cout // 8
+        other = convert_layout(classifier_net(cout, then_conv),
+                               LayoutRule(block=8, tile_facts=zen3))
+        first = next(n for n in other.nodes if n.op == "ConvNCHWc")
+        assert first.outputs[0].type.shape[1] == cout // 8
 
 
 def test_a_padded_tensor_meets_an_unpadded_one_in_nchw() -> None:
@@ -255,7 +256,8 @@ def test_a_padded_tensor_meets_an_unpadded_one_in_nchw() -> None:
     (y,) = b.add("Add", [conv(b, x, 32, 1000, 1), skip])
     (g,) = b.add("GlobalAveragePool", [y])
     graph = b.finish([g])
-    after = convert_layout(graph, LayoutRule(block=8, tile_facts=Target("llvm -mcpu=znver3").facts))
+    zen3 = Target("llvm -mcpu=znver3").facts
+    after = convert_layout(graph, LayoutRule(block=8, tile_facts=zen3))
     assert next(n for n in after.nodes if n.op == "ConvNCHWc").outputs[0].type.shape[1] == 126
     add = next(n for n in after.nodes if n.op == "Add")
     assert [v.type.shape for v in add.inputs] == [(1, 1000, 9, 11)] * 2
