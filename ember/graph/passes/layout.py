@@ -243,7 +243,7 @@ class _Converter:
         """Output channels to add to a direct convolution with full-width blocks of `ob`:
         up to 1/32 more blocks where the register tile's score, discounted by the padded
         work, beats the unpadded one by 2% (squeezenet's 512->1000 at 13x13 on AVX2: 125
-        blocks of 8 allow only 2 x 5 tiles; 128 take 3 x 4, 2.66 -> 2.31 ms, 1 thread,
+        blocks of 8 allow only 2 x 5 tiles; 128 take 3 x 4, 2.66 -> 2.26 ms, 1 thread,
         Zen 3); 0: none."""
         facts = self.rule.tile_facts
         n, channels, oh, ow = out.shape
