@@ -294,6 +294,18 @@ def _cmd_bench(args: argparse.Namespace) -> int:
                    warmup=args.warmup)
     print(f"model {args.model} ({len(model.plan.calls)} fused groups), {args.runs} runs")
     print(report)
+    return _profile(args, model, feeds)
+
+
+def _profile(args: argparse.Namespace, model: Any, feeds: Any) -> int:
+    """With --profile: ember's time per fused group, in model order and re-run cached."""
+    if not args.profile:
+        return 0
+    if not hasattr(model, "profile"):
+        raise ArgumentError(f"--profile: '{args.model}' is an exported library, which keeps "
+                            "no per-group calls; profile the .onnx or a compiled directory")
+    print()
+    print(model.profile(feeds, repeat=args.runs, cached=True))
     return 0
 
 
@@ -311,10 +323,11 @@ def _bench_alone(args: argparse.Namespace) -> int:
         model.set_num_threads(threads)
     else:
         threadpool.set_num_threads(threads)
-    seconds = model.time(_feeds(args, model), repeat=args.runs, warmup=args.warmup)
+    feeds = _feeds(args, model)
+    seconds = model.time(feeds, repeat=args.runs, warmup=args.warmup)
     print(f"model {args.model}, {threads} threads, {args.runs} runs: median "
           f"{seconds * 1e3:.3f} ms")
-    return 0
+    return _profile(args, model, feeds)
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
@@ -524,6 +537,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=None, help="threads for both (default: all)")
     p.add_argument("--runs", type=int, default=20, help="timed runs (default 20)")
     p.add_argument("--warmup", type=int, default=3, help="untimed runs first (default 3)")
+    p.add_argument("--profile", action="store_true",
+                   help="then ember's time per fused group: in model order, and re-run back "
+                        "to back with its data cached")
     p.set_defaults(func=_cmd_bench)
 
     p = sub.add_parser("check", help="find the first tensor where ember and onnxruntime differ",

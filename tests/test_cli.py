@@ -95,6 +95,11 @@ def test_onnx_commands(onnx_file, tmp_path, capsys):
     assert main(["bench", str(onnx_file), "--runs", "3", "--threads", "1"]) == 0
     out = capsys.readouterr().out
     assert "onnxruntime" in out and "time ember/ort" in out and "ember is faster" in out
+    assert main(["bench", str(onnx_file), "--runs", "2", "--threads", "1", "--profile"]) == 0
+    out = capsys.readouterr().out
+    assert "cached (us)" in out and "sum of groups" in out
+    assert main(["bench", str(tmp_path / "out"), "--runs", "2", "--profile"]) == 0
+    assert "cached (us)" in capsys.readouterr().out
     assert main(["check", str(onnx_file)]) == 0
     assert "all tensors agree" in capsys.readouterr().out
 

@@ -119,6 +119,17 @@ def test_profile_has_one_row_per_group(compiled):
     assert abs(sum(r.percent for r in table.rows) - 100.0) < 1e-6
     text = str(table)
     assert all(r.group in text for r in table.rows) and "whole model" in text
+    assert table.cached_seconds is None and "cached" not in text
+
+
+def test_profile_times_groups_cached_too(compiled):
+    model, _, _ = compiled
+    table = model.profile(dict(zip(model.input_names, _inputs())), repeat=3, cached=True)
+    assert len(table.rows) == len(model.plan.calls)
+    assert all(r.cached_seconds is not None and r.cached_seconds > 0 for r in table.rows)
+    assert table.cached_seconds == sum(r.cached_seconds for r in table.rows)
+    text = str(table)
+    assert "cached (us)" in text and all(r.group in text for r in table.rows)
 
 
 def test_second_compile_hits_the_cache(compiled, tmp_path):

@@ -33,8 +33,9 @@ class ProfileRow:
     group: str
     anchor: str
     pattern: str
-    seconds: float
+    seconds: float                          # in model order (data as the model leaves it)
     percent: float
+    cached_seconds: float | None = None     # re-run back to back (its data in cache)
 
 
 class ProfileTable:
@@ -46,6 +47,13 @@ class ProfileTable:
         self.total_seconds = total_seconds      # sum of the kernels timed one by one
         self.model_seconds = model_seconds      # one model_main call
 
+    @property
+    def cached_seconds(self) -> float | None:
+        """Sum of the groups re-run back to back (None: not measured)."""
+        if not self.rows or any(r.cached_seconds is None for r in self.rows):
+            return None
+        return sum(r.cached_seconds for r in self.rows)  # type: ignore[misc]
+
     def __len__(self) -> int:
         return len(self.rows)
 
@@ -54,14 +62,19 @@ class ProfileTable:
 
     def __str__(self) -> str:
         width = max([len("group")] + [len(r.group) for r in self.rows])
-        lines = [f"{'group':<{width}}  {'anchor':<20} {'time (us)':>11} {'%':>6}",
-                 "-" * (width + 41)]
+        cached = self.cached_seconds is not None
+        extra = f" {'cached (us)':>12}" if cached else ""
+        rule = "-" * (width + 41 + len(extra))
+        lines = [f"{'group':<{width}}  {'anchor':<20} {'time (us)':>11} {'%':>6}{extra}",
+                 rule]
         for r in self.rows:
+            more = f" {r.cached_seconds * 1e6:12.1f}" if r.cached_seconds is not None else ""
             lines.append(f"{r.group:<{width}}  {r.anchor[:20]:<20} {r.seconds * 1e6:11.1f} "
-                         f"{r.percent:6.1f}")
-        lines.append("-" * (width + 41))
+                         f"{r.percent:6.1f}{more}")
+        lines.append(rule)
+        total = f" {self.cached_seconds * 1e6:12.1f}" if cached else ""  # type: ignore
         lines.append(f"{'sum of groups':<{width}}  {'':<20} {self.total_seconds * 1e6:11.1f} "
-                     f"{100.0:6.1f}")
+                     f"{100.0:6.1f}{total}")
         lines.append(f"{'whole model (one call)':<{width}}  {'':<20} "
                      f"{self.model_seconds * 1e6:11.1f}")
         return "\n".join(lines)
@@ -216,11 +229,15 @@ class CompiledModel:
         del keep
         return record
 
-    def profile(self, inputs: Mapping[str, Any] | Sequence[Any], repeat: int = 10
-                ) -> ProfileTable:
-        """Median time of every fused group over `repeat` runs, slowest first."""
+    def profile(self, inputs: Mapping[str, Any] | Sequence[Any], repeat: int = 10,
+                cached: bool = False) -> ProfileTable:
+        """Median time of every fused group over `repeat` runs of the model's kernels in
+        order, slowest first. With `cached`, each group is also re-run `repeat` times back
+        to back (its weights and inputs then in cache): the difference is what the group
+        spends waiting for data the model's other kernels pushed out of the caches."""
         calls, keep = self.kernel_calls(inputs)
         samples = np.zeros((max(1, repeat), len(calls)))
+        again = np.zeros_like(samples)
         with self._lock:
             for fn, args in calls:  # warm-up
                 fn(*args)
@@ -229,12 +246,20 @@ class CompiledModel:
                     start = time.perf_counter()
                     fn(*args)
                     samples[r, k] = time.perf_counter() - start
+            for k, (fn, args) in enumerate(calls if cached else ()):
+                fn(*args)
+                for r in range(again.shape[0]):
+                    start = time.perf_counter()
+                    fn(*args)
+                    again[r, k] = time.perf_counter() - start
         del keep
         medians = np.median(samples, axis=0)
+        warm = np.median(again, axis=0)
         total = float(medians.sum())
         rows = [ProfileRow(c.group, c.anchor, c.pattern, float(t),
-                           100.0 * float(t) / total if total > 0 else 0.0)
-                for c, t in zip(self.plan.calls, medians)]
+                           100.0 * float(t) / total if total > 0 else 0.0,
+                           float(w) if cached else None)
+                for c, t, w in zip(self.plan.calls, medians, warm)]
         rows.sort(key=lambda r: r.seconds, reverse=True)
         return ProfileTable(rows, total, self.time(inputs, repeat=max(3, repeat)))
 
