@@ -172,6 +172,8 @@ class _FunctionPrinter:
                 self.stmt(body)
             case S.Evaluate(E.IntImm()):
                 pass  # a no-op
+            case S.Evaluate(E.Call(name="prefetch")):
+                pass  # a cache hint; C99 has none to give
             case S.Evaluate(value):
                 raise CodegenError(f"cannot evaluate {value} for its side effect; the C back "
                                    "end has no external calls")

@@ -9,8 +9,12 @@ they scale with what another CPU has (tests/ops/test_default_knobs.py pins both)
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from ember.target_facts import TargetFacts
+
+if TYPE_CHECKING:
+    from ember.target import Target
 
 
 def accumulator_budget(facts: TargetFacts) -> int:
@@ -114,3 +118,10 @@ def power_of_two_below(value: int) -> int:
 __all__ = ["FMA_SLACK", "L2_VECTORS_PER_CYCLE", "LOADS_PER_CYCLE", "accumulator_budget", "column_budget", "depthwise_budget",
            "narrow_budget", "power_of_two_below", "row_tile", "snap", "tile_efficiency",
            "vectors"]
+
+
+def prefetches(target: Target) -> bool:
+    """Whether a schedule adds cache hints (te's Stage.prefetch) on `target`: native code for
+    an x86 or Arm CPU. WebAssembly and the C back end have no hint to give; GPU schedules
+    stage their tiles in shared memory instead."""
+    return target.kind == "llvm" and target.facts.arch in ("x86", "arm")

@@ -23,7 +23,7 @@ from ember import dtype as dt
 from ember import te
 from ember.errors import ScheduleError, ShapeError
 from ember.types import TensorType
-from ember.ops.budgets import accumulator_budget, row_tile, vectors
+from ember.ops.budgets import accumulator_budget, prefetches, row_tile, vectors
 from ember.ops.conv import find_stage, pick_tile, shape_of
 from ember.ops.elementwise import broadcast_shape
 from ember.ops.generic import (
@@ -394,6 +394,15 @@ def schedule_dense(outs: Sequence[Tensor], target: Target, knobs: Knobs | None =
     mm.reorder(*mm.op.reduce_axis, mi, mj)  # type: ignore[attr-defined]
     mm.unroll(mi)
     mm.vectorize(mj)
+    if prefetches(target):
+        # B's next panel (packed at compile time, or read in place) is hinted into the cache
+        # while this one computes, so weights that come from memory stop stalling the
+        # panel's first row tile. Models compiled twice and profiled in turns, 1 thread,
+        # Intel Xeon: bert-base 169.4 -> 162.9 ms (its 3072->768 products 4.58 -> 4.46
+        # ms; 2 threads 92.5 -> 88.8 ms); lstm_lm's decoder 2.49 -> 2.22 ms, each model
+        # compiled first (the second model compiled in a process runs it 0.5 ms slower)
+        tiles = -(-mm_shape[-2] // k.rows) if k.parallel_rows else 1
+        mm.prefetch(mm.op.reduce_axis[0], outer, tiles)  # type: ignore[attr-defined]
     return s
 
 

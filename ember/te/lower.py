@@ -6,6 +6,7 @@ loop of another stage runs at the start of that loop's body, in a buffer allocat
 
 from __future__ import annotations
 
+import itertools
 import re
 from typing import Any, Sequence
 
@@ -17,13 +18,15 @@ from ember.te.schedule import Attach, Schedule, Stage
 from ember.te.tensor import (
     ComputeOp, ExternOp, Operation, PlaceholderOp, ScanOp, Tensor, TensorLoad,
 )
+from ember import dtype as dt
 from ember.tir.expr import (
-    And, Call, Expr, IterKind, IterVar, Load, Not, Reduce, Select, Var, const,
+    Add, And, Call, Expr, IterKind, IterVar, Load, Min, Not, Reduce, Select, Var, const,
 )
 from ember.tir.function import Buffer, PrimFunc
-from ember.tir.functor import Mutator, substitute
+from ember.tir.functor import Mutator, Visitor, substitute, uses_var
+from ember.tir.printer import expr_to_str
 from ember.tir.stmt import (
-    Allocate, For, ForKind, IfThenElse, LetStmt, Stmt, Store, seq,
+    Allocate, Evaluate, For, ForKind, IfThenElse, LetStmt, Stmt, Store, seq,
 )
 
 
@@ -39,6 +42,10 @@ def _align_strides(shape: list[int], aligns: dict[int, tuple[int, int]]) -> tupl
                 stride += 1
         strides[d] = stride
     return tuple(const(s) for s in strides)
+
+
+CACHE_LINE_BYTES = 64     # what one prefetch hint brings in (x86 and Arm cores alike)
+MAX_PREFETCH_HINTS = 64   # hints issued per iteration of a prefetch's loop, at most
 
 
 class _Lowering:
@@ -157,12 +164,67 @@ class _Lowering:
         return [bounds.root_value[iv.var] - off for iv, off in zip(axis, bounds.offsets)]
 
     def _loop(self, stage: Stage, iv: IterVar, body: Stmt) -> Stmt:
+        hints = [h for p in stage.prefetches if p.at is iv
+                 for h in self._prefetches(stage, p.at, p.ahead, p.offset)]
+        if hints:
+            body = seq(*hints, body)
         attr = stage.iter_attrs.get(iv)
         kind = attr.kind if attr else ForKind.SERIAL
         tag = attr.bound_thread.thread_tag if attr and attr.bound_thread else ""
         pragmas = tuple(attr.pragmas) if attr else ()
         extent = self.bounds[stage].leaf_extents[iv]
         return For(iv.var, const(0), const(extent), kind, body, tag, pragmas)
+
+    def _extent_of(self, stage: Stage, iv: IterVar) -> int:
+        """The trip count of loop `iv` of `stage` or of a stage it is computed inside."""
+        at: Stage | None = stage
+        while at is not None:
+            if iv in self.bounds[at].leaf_extents:
+                return int(self.bounds[at].leaf_extents[iv])
+            at = at.attach_stage
+        raise LoweringError(f"stage '{stage.name}': prefetch looks ahead on loop '{iv.name}', "
+                            "which is not a loop around it")
+
+    def _prefetches(self, stage: Stage, at: IterVar, ahead: IterVar, offset: int
+                    ) -> list[Stmt]:
+        """Stage.prefetch's hints at loop `at`: `prefetch(buf[i])` for each element a read
+        of an argument that moves with `ahead` will touch `offset` iterations later."""
+        if not isinstance(stage.op, ComputeOp):
+            raise LoweringError(f"stage '{stage.name}': only compute stages prefetch")
+        extent = self._extent_of(stage, ahead)
+        leaves = stage.leaf_iter_vars
+        inner = leaves[leaves.index(at) + 1:]
+        fixed: dict[Var, Expr] = {iv.var: const(0) for iv in inner}
+        fixed[ahead.var] = Min(Add(ahead.var, const(offset)), const(extent - 1))
+        loads = _Loads()
+        for body in self.bodies[stage]:
+            for part in (body.source if isinstance(body, Reduce) else (body,)):
+                loads.visit(self.to_tir(part, self.bounds[stage].root_value))
+        hints: dict[str, Stmt] = {}
+        for load in loads.found:
+            if load.buffer not in self.params or not any(uses_var(i, ahead.var)
+                                                         for i in load.indices):
+                continue
+            # straight-line loops inside `at` (unrolled, vectorized) touch every value;
+            # a vectorized one a run of elements: one hint per cache line of it
+            values = []
+            for iv in inner:
+                kind = stage.iter_attrs[iv].kind if iv in stage.iter_attrs else None
+                if kind not in (ForKind.UNROLLED, ForKind.VECTORIZED) or not any(
+                        uses_var(i, iv.var) for i in load.indices):
+                    continue
+                step = max(1, CACHE_LINE_BYTES // load.buffer.dtype.storage_bytes) \
+                    if kind == ForKind.VECTORIZED else 1
+                values.append([(iv.var, v) for v in
+                               range(0, self.bounds[stage].leaf_extents[iv], step)])
+            for combo in itertools.product(*values):
+                where = {**fixed, **{var: const(v) for var, v in combo}}
+                target = Load(load.buffer, tuple(substitute(i, where) for i in load.indices))
+                hints.setdefault(expr_to_str(target),
+                                 Evaluate(Call(dt.int32, "prefetch", (target,))))
+                if len(hints) >= MAX_PREFETCH_HINTS:
+                    return list(hints.values())
+        return list(hints.values())
 
     def _with_attached(self, stage: Stage, iv: IterVar, body: Stmt) -> Stmt:
         children = self.attached.get((id(stage), id(iv)), [])
@@ -310,6 +372,17 @@ class _Lowering:
         for buf in reversed(allocs):
             body = Allocate(buf, body)
         return PrimFunc(self.name, tuple(self.params), body)
+
+
+class _Loads(Visitor):
+    """Every Load of an expression, in order."""
+
+    def __init__(self) -> None:
+        self.found: list[Load] = []
+
+    def visit_Load(self, node: Load) -> None:
+        self.found.append(node)
+        self.generic_visit(node)
 
 
 def _is_true(e: Expr) -> bool:

@@ -53,6 +53,16 @@ class Attach(Enum):
     SCOPE = "scope"
 
 
+@dataclass(frozen=True, eq=False)
+class Prefetch:
+    """Stage.prefetch: at each iteration of loop `at`, hint what `offset` iterations of loop
+    `ahead` later will read."""
+
+    at: IterVar
+    ahead: IterVar
+    offset: int
+
+
 class Stage:
     """The schedule of one operation: its loop axes and where it is computed."""
 
@@ -71,6 +81,7 @@ class Stage:
         self.scope = "global"
         self.storage_aligns: dict[int, tuple[int, int]] = {}
         self.is_output = False
+        self.prefetches: list[Prefetch] = []
 
     @property
     def name(self) -> str:
@@ -236,6 +247,23 @@ class Stage:
         if not isinstance(key, str) or not key:
             raise ScheduleError(f"stage '{self.name}': pragma key must be a non-empty string")
         self._attr(iv).pragmas.append((key, convert(value)))
+
+    def prefetch(self, at: IterVar, ahead: IterVar, offset: int = 1) -> None:
+        """At the start of each iteration of this stage's loop `at`, hint the cache to fetch
+        what the body will read from the kernel's arguments `offset` iterations of loop
+        `ahead` later (clamped to its last): `ahead` is a loop around `at`, of this stage or
+        of the stage it is computed at. Only reads that move with `ahead` are hinted, one
+        hint per cache line of each unrolled or vectorized access inside `at` (other loops
+        inside `at` at their first iteration). Weights a kernel streams once per `ahead`
+        iteration then arrive while the current iteration computes."""
+        self._leaf(at, "prefetch")
+        if not isinstance(ahead, IterVar):
+            raise ScheduleError(f"stage '{self.name}': prefetch expects an axis (IterVar) to "
+                                f"look ahead on, got {type(ahead).__name__}")
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 1:
+            raise ScheduleError(f"stage '{self.name}': prefetch offset must be an int >= 1, "
+                                f"got {offset!r}")
+        self.prefetches.append(Prefetch(at, ahead, offset))
 
     # -- where the stage is computed -------------------------------------------------------
     def compute_at(self, parent: Stage, iv: IterVar) -> None:

@@ -124,3 +124,24 @@ def test_einsum_errors():
         b.add("Einsum", [x], {"equation": "ijk->i"})
     with pytest.raises(UnsupportedOpError, match="required attribute 'equation'"):
         b.add("Einsum", [x])
+
+
+def _weights_kernel(target):
+    """The main kernel of a MatMul whose B is a constant (its panels packed at compile time)."""
+    from ember.graph.ir import Node, Value, tensor_type
+    from ember.lowering.kernel import lower_group_kernels
+
+    a = Value("a", tensor_type((64, 96), "float32"))
+    b = Value("b", tensor_type((96, 128), "float32"))
+    y = Value("y", tensor_type((64, 128), "float32"))
+    node = Node("MatMul", "mm", (a, b), (y,), {})
+    return str(lower_group_kernels([node], [a, b], [y], "k", target,
+                                   constant=[False, True]).main)
+
+
+def test_constant_weights_prefetch_the_next_panel_on_cpus():
+    for target in ("llvm -mtriple=x86_64-linux-gnu -mcpu=x86-64-v4",
+                   "llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a72"):
+        text = _weights_kernel(target)
+        assert "prefetch(" in text and "packed" in text, text
+    assert "prefetch(" not in _weights_kernel("c")
