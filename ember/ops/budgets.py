@@ -115,13 +115,14 @@ def power_of_two_below(value: int) -> int:
     return 1 << max(0, int(value).bit_length() - 1)
 
 
-__all__ = ["FMA_SLACK", "L2_VECTORS_PER_CYCLE", "LOADS_PER_CYCLE", "accumulator_budget", "column_budget", "depthwise_budget",
-           "narrow_budget", "power_of_two_below", "row_tile", "snap", "tile_efficiency",
-           "vectors"]
-
-
 def prefetches(target: Target) -> bool:
     """Whether a schedule adds cache hints (te's Stage.prefetch) on `target`: native code for
     an x86 or Arm CPU. WebAssembly and the C back end have no hint to give; GPU schedules
     stage their tiles in shared memory instead."""
     return target.kind == "llvm" and target.facts.arch in ("x86", "arm")
+
+
+__all__ = ["FMA_SLACK", "L2_VECTORS_PER_CYCLE", "LOADS_PER_CYCLE", "accumulator_budget", "column_budget", "depthwise_budget",
+           "narrow_budget", "power_of_two_below", "prefetches", "row_tile", "snap", "tile_efficiency",
+           "vectors"]
+

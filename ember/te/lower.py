@@ -10,6 +10,7 @@ import itertools
 import re
 from typing import Any, Sequence
 
+from ember import dtype as dt
 from ember.arith.bounds import Interval, can_prove
 from ember.errors import LoweringError
 from ember.te.bounds import StageBounds, infer_bounds
@@ -18,7 +19,6 @@ from ember.te.schedule import Attach, Schedule, Stage
 from ember.te.tensor import (
     ComputeOp, ExternOp, Operation, PlaceholderOp, ScanOp, Tensor, TensorLoad,
 )
-from ember import dtype as dt
 from ember.tir.expr import (
     Add, And, Call, Expr, IterKind, IterVar, Load, Min, Not, Reduce, Select, Var, const,
 )
