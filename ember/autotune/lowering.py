@@ -143,6 +143,7 @@ def build_group(group: FusedGroup, target: Target, knobs: Knobs | None,
     bind the main kernel's arguments (the timed part is the main kernel alone); on a GPU
     target, the group's kernels on the device (ember.autotune.gpu_measure)."""
     from ember.lowering.build import build
+    from ember.runtime.library import aligned_array
 
     if is_gpu(target):
         from ember.autotune.gpu_measure import GpuGroupKernel
@@ -155,12 +156,14 @@ def build_group(group: FusedGroup, target: Target, knobs: Knobs | None,
     placeholders, env = group_compute(group.nodes, group.inputs, target)
     constant = list(group.constants) or [False] * len(group.inputs)
     split = split_constant_stages(placeholders, [env[v] for v in group.outputs], constant)
-    packed = [np.zeros([int(d.value) for d in t.shape], str(t.dtype))  # type: ignore
+    # 64-byte aligned, as in the model's workspace (numpy's arrays split cache lines)
+    inputs = [aligned_array(a.shape, a.dtype, like=a) for a in inputs]
+    packed = [aligned_array([int(d.value) for d in t.shape], str(t.dtype))  # type: ignore
               for t in split.packed]
     if len(funcs) > 1:
         pack = build(funcs[1], target=target)
         pack(*[inputs[i] for i in split.pack_inputs], *packed)
-    outputs = [np.zeros(v.type.shape, v.type.dtype.numpy) for v in group.outputs]
+    outputs = [aligned_array(v.type.shape, v.type.dtype.numpy) for v in group.outputs]
     args = [inputs[i] for i in split.main_inputs] + packed + outputs
     model_weights = group.weights or tuple(v.is_constant for v in group.inputs)
     weights = [k for k, i in enumerate(split.main_inputs) if model_weights[i]]

@@ -152,12 +152,14 @@ def _argument_sets(kernel: Kernel, cold_bytes: int,
     if like is not None and _same_weights(args, weights, like[0]):
         return [[other[i] if i in weights else a for i, a in enumerate(args)]
                 for other in like]
+    from ember.runtime.library import aligned_array
+
     copies = int(min(MAX_WEIGHT_COPIES, max(2, cold_bytes // size)))
     sets = [list(args)]
     for _ in range(copies - 1):
         other = list(args)
         for i in weights:
-            other[i] = args[i].copy()
+            other[i] = aligned_array(args[i].shape, args[i].dtype, like=args[i])
         sets.append(other)
     return sets
 

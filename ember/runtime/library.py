@@ -111,6 +111,19 @@ def aligned_bytes(size: int, zero: bool = True) -> np.ndarray:
     return raw[start:start + max(1, size)]
 
 
+def aligned_array(shape: Sequence[int], dtype: Any, like: np.ndarray | None = None
+                  ) -> np.ndarray:
+    """A zeroed array (or a copy of `like`) whose data is 64-byte aligned, as the runtime
+    lays out the buffers its kernels share: timed on numpy's own (16-byte aligned) arrays,
+    a kernel splits a cache line on every vector load and store."""
+    numpy = np.dtype(dtype)
+    nbytes = int(np.prod(shape, dtype=np.int64)) * numpy.itemsize
+    array = aligned_bytes(nbytes)[:nbytes].view(numpy).reshape(tuple(shape))
+    if like is not None:
+        array[...] = like
+    return array
+
+
 def check_inputs(model: str, specs: Sequence[Any],
                  inputs: Mapping[str, Any] | Sequence[Any]) -> list[np.ndarray]:
     """The input arrays of model `model` in the order of `specs` (name, shape, dtype),

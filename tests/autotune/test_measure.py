@@ -248,6 +248,7 @@ def test_cold_weights_rotate_through_copies_and_leave_activations_alone():
     assert len({id(s[1]) for s in sets}) == 16          # the weight: 16 distinct copies
     assert all(s[0] is k.args[0] and s[2] is k.args[2] for s in sets)  # x and y shared
     assert all(np.array_equal(s[1], k.args[1]) for s in sets)
+    assert all(s[1].ctypes.data % 64 == 0 for s in sets[1:])  # copies aligned as the model's
     assert len(_argument_sets(k, 1 << 40)) == MAX_WEIGHT_COPIES
     assert _argument_sets(k, 0) is None
     costs = _time(k, MeasureSettings(repeat=3, cold_weight_bytes=8 * k.args[1].nbytes,

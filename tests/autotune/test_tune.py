@@ -288,3 +288,11 @@ def test_task_kernels_name_their_weights_for_cold_timing():
     data = kernel.args[0]
     assert 0 not in kernel.weights and data.shape[0] == 1  # the activation is not rotated
     assert all(kernel.args[i] is not o for i in kernel.weights for o in kernel.outputs)
+
+
+def test_task_kernels_are_timed_on_64_byte_aligned_arguments():
+    """As in the model's workspace: numpy's own arrays (16-byte aligned) would split a cache
+    line on every vector load and store of a candidate and rank tiles by it."""
+    for task in extract_tasks(_two_conv_model(), TARGET):
+        kernel = task.build(None)
+        assert all(a.ctypes.data % 64 == 0 for a in kernel.args), task.description
