@@ -11,7 +11,9 @@ names a group by its anchor (first) node, onnxruntime a fused node by one of the
 took in (often the last: a Conv fused with its batch norm and Relu is named after the
 Relu), so each onnxruntime node is counted in the ember group with the latest anchor at or
 before it. onnxruntime's nodes of its own (layout reorders) are listed apart. The table
-lists the groups by ember's time minus onnxruntime's, largest first.
+lists the groups by ember's time minus onnxruntime's, largest first; then both sides' time
+by op type (ember's by its groups' anchors), which still compares where onnxruntime's
+fusions renamed the nodes (BERT's attention and layer norms).
 """
 
 from __future__ import annotations
@@ -170,6 +172,17 @@ def main() -> None:
     items = ", ".join(f"{op} {s * 1e3:.2f}" for op, s in
                       sorted(ort_only.items(), key=lambda kv: -kv[1]))
     print(f"onnxruntime nodes outside the graph (ms): {items or 'none'}")
+    # by op type: where onnxruntime's fusions renamed the nodes (BERT's Attention,
+    # SkipLayerNormalization), the per-group table cannot pair them, these sums can
+    ops = {n.name: n.op_type for n in model.graph.node}
+    for label, rows in (("ember by anchor op", ember_side["rows"]),
+                        ("onnxruntime by op", ort_side["rows"])):
+        sums: dict[str, float] = defaultdict(float)
+        for row in rows:
+            sums[ops.get(row["name"], row["op"]) if label.startswith("ember") else
+                 row["op"]] += row["seconds"] * 1e3
+        print(f"{label} (ms): " + ", ".join(
+            f"{op} {t:.2f}" for op, t in sorted(sums.items(), key=lambda kv: -kv[1])))
 
 
 if __name__ == "__main__":

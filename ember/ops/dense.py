@@ -296,13 +296,19 @@ class DenseKnobs(Knobs):
         rows = pick_tile(m, limit)
         if rows < limit // 2 and m > limit:
             rows = limit
-        # where half the registers only just hold the accumulators that hide the FMA latency
-        # (16 ymm, two FMA pipes: 4 rows x 2 = 8), the tile takes the accumulator budget (6
-        # x 2 = 12), with a tail tile if need be. 1 thread, Zen 3, timed in turns: bert-base's
-        # 768x768 1.06x, 3072->768 1.03-1.05x, 768->3072 1.01x, its attention products
-        # 0.97-1.04x; lstm_lm's 256->10000 decoder 1.05-1.08x
+        # where a k step of that tile keeps the FMA pipes busy for less than three FMA
+        # latencies (4 rows x 2 ymm on two AVX2 pipes: 4 cycles; 8 rows x 2 zmm on two
+        # 512-bit pipes: 8 cycles), the step's loads, B's stream from L2 and its cache hints
+        # are a visible share: the tile takes the accumulator budget (6 x 2 ymm, 12 x 2 zmm),
+        # with a tail tile if need be; Zen 4's 8 x 2 zmm on one pipe (16 cycles) stays.
+        # Each task's two tiles in turn in one worker, cold weights: AVX2, 1 thread, Zen 3:
+        # bert-base's 768x768 1.06x, 3072->768 1.03-1.05x, 768->3072 1.01x, its attention
+        # products 0.97-1.04x; lstm_lm's 256->10000 decoder 1.05-1.08x. Intel Xeon (two
+        # 512-bit pipes), 1 thread: 768x768 1.06x, 3072->768 1.06x, 768->3072 1.05x, attention
+        # 0.99-1.02x, the decoder 1.09x; 2 threads 1.16x, 1.07x, 1.02x, 0.92-1.02x, 1.01x
         deep = min(accumulator_budget(facts) // per_row, MAX_ROWS)
-        if limit * per_row <= facts.latency_accumulators and m > deep > rows:
+        step = limit * per_row / facts.vector_fmas_per_cycle
+        if step < 3 * facts.fma_latency and m > deep > rows:
             rows = deep
         tasks = -(-n // width) * batch
         whole = kind == "packed" and (tasks >= task.threads or -(-m // rows) == 1)

@@ -156,14 +156,17 @@ def test_defaults_differ_where_the_facts_differ() -> None:
     # 14 columns x 1 block: 15 loads a step are more than 14 FMAs on two pipes take
     spr_56 = defaults("conv3x3_64x56", OTHERS["sapphirerapids"])[1]
     assert (spr_56.ow_tile, spr_56.oc_tile) == (8, 2)
-    # B panels of two vectors: 32 columns x 8 rows on Zen 4; 16 columns (2 ymm, 4 q
-    # registers) x 4 rows with NEON (a 32-column panel left room for 2 rows); with AVX2
-    # (16 ymm, two FMA pipes) 4 rows x 2 ymm only just hide the FMA latency: 6 rows, the
-    # accumulator budget, with a tail (128 = 21 x 6 + 2)
-    assert defaults("dense_128x768x768", ZEN4)[1].cols == 32
-    for cpu, rows in (("skylake", 6), ("cortex-a72", 4)):
+    # B panels of two vectors: 32 columns x 8 rows on Zen 4 (a k step: 16 cycles on one
+    # 512-bit pipe); where half the registers' rows take under three FMA latencies a step,
+    # the tile takes the accumulator budget, with a tail: AVX2 (16 ymm, two pipes) 6 rows x 2
+    # ymm (128 = 21 x 6 + 2), NEON 6 rows x 4 q registers (16 columns; 4 rows took 8 cycles
+    # of a 21-cycle latency), two 512-bit pipes 12 rows x 2 zmm (8 rows: 8 cycles)
+    assert (defaults("dense_128x768x768", ZEN4)[1].rows,
+            defaults("dense_128x768x768", ZEN4)[1].cols) == (8, 32)
+    for cpu, rows, cols in (("skylake", 6, 16), ("cortex-a72", 6, 16),
+                            ("sapphirerapids", 12, 32)):
         dense = defaults("dense_128x768x768", OTHERS[cpu])[1]
-        assert (dense.rows, dense.cols) == (rows, 16)
+        assert (dense.rows, dense.cols) == (rows, cols), cpu
     assert defaults("dense_128x768x768", "llvm -mcpu=znver3")[1].rows == 6
     c = matmul(256, 512, 1024, nr=32)[3]
     zen4 = MatmulKnobs.default(Task((c,), Target(ZEN4)))
