@@ -15,7 +15,7 @@ the target's thread count, cold weights, best of `--rounds`.
 point with KNOB=VALUE. `--whole N`: the whole model too, compiled both ways (the other
 points as `knobs=` overrides) and run N times each in turn in this process.
 
-L2_VECTORS_PER_CYCLE: vectors a cycle at which weights that overflow half of L1 are re-read
+L2_BYTES_PER_CYCLE: bytes a cycle at which weights that overflow half of L1 are re-read
 from L2 (inf: the term never binds); LOADS_PER_CYCLE: vector loads a core issues a cycle.
 """
 
@@ -29,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-CONSTANTS = ("L2_VECTORS_PER_CYCLE", "LOADS_PER_CYCLE", "FMA_SLACK")
+CONSTANTS = ("L2_BYTES_PER_CYCLE", "LOADS_PER_CYCLE", "FMA_SLACK", "WIDE_FMA_SLACK")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default="resnet50")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--constant", default="L2_VECTORS_PER_CYCLE", choices=CONSTANTS)
+    parser.add_argument("--constant", default="L2_BYTES_PER_CYCLE", choices=CONSTANTS)
     parser.add_argument("--values", type=float, nargs=2, default=None,
                         help="the two values to compare (default: inf, the L2 term off, "
                              "and ember's L2 rate)")
@@ -64,8 +64,8 @@ def main(argv: list[str] | None = None) -> int:
     onnx.save(build_model(args.model), path)
     tasks = extract_tasks(path, f"llvm -num-cores={args.threads}")
     ours = getattr(budgets, args.constant)
-    if args.values is None and args.constant != "L2_VECTORS_PER_CYCLE":
-        parser.error("--values is needed for a constant other than L2_VECTORS_PER_CYCLE")
+    if args.values is None and args.constant != "L2_BYTES_PER_CYCLE":
+        parser.error("--values is needed for a constant other than L2_BYTES_PER_CYCLE")
     first, second = args.values or (float("inf"), ours)
 
     def default_at(task, value):  # type: ignore[no-untyped-def]

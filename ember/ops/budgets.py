@@ -61,13 +61,14 @@ def row_tile(facts: TargetFacts, vectors_per_row: int) -> int:
 LOADS_PER_CYCLE = 2
 
 
-# vectors a core moves from its L2 into L1 a cycle while a tile streams its weights: its peak
-# is one 32-byte ymm on Zen 3 (32 bytes a cycle), one 64-byte zmm on Zen 4 and Sapphire
-# Rapids (64 bytes a cycle); 90% of that held on Zen 3, 1 thread (benchmarks/tile_rules.py):
-# at 1.0 ResNet-50's 14x14 1x1 convs took 2 columns x 4 blocks (weights from L2), 1.13-1.20x
-# slower than 5 x 2 (from L1); at 0.75 squeezenet's 125-block classifier left 2 x 5 for a
-# 7 x 1 8% slower; 0.9 gets both right
-L2_VECTORS_PER_CYCLE = 0.9
+# bytes a core moves from its L2 into L1 a cycle while a tile streams its weights: 90% of
+# one 32-byte ymm on Zen 3, 1 thread (benchmarks/tile_rules.py): at 1.0 ResNet-50's 14x14
+# 1x1 convs took 2 columns x 4 blocks (weights from L2), 1.13-1.20x slower than 5 x 2 (from
+# L1); at 0.75 squeezenet's 125-block classifier left 2 x 5 for a 7 x 1 8% slower; 0.9 gets
+# both right. The port is wider on Zen 4 and Sapphire Rapids (64 bytes) but streams about
+# as many bytes: on the Intel Xeon, a 3 x 8 zmm tile of 512->2048 at 7x7 (8 blocks of
+# weights from L2 a step) ran 1.26x slower than 7 x 2, which 0.9 zmm a cycle called equal
+L2_BYTES_PER_CYCLE = 0.9 * 32
 
 
 # cycles a register tile's step takes beyond the FMA latency: with exactly latency x pipes
@@ -81,6 +82,20 @@ L2_VECTORS_PER_CYCLE = 0.9
 # Rapids tiles, which hold 14-16 accumulators, are unchanged.
 FMA_SLACK = 2
 
+# the same where the pipes retire 1024 bits of FMAs a cycle (two 512-bit pipes, Sapphire
+# Rapids class): a step of 8 x 2 zmm (8 cycles) or 7 x 2 (7) leaves the pipes idle that 20-24
+# accumulators keep busy. Intel Xeon, 1 thread, each task's two tiles in turn in one worker
+# (benchmarks/tile_rules.py --constant WIDE_FMA_SLACK --values 2 6): ResNet-50's 1x1 convs
+# at 28x28 7 x 2 -> 6 x 4 1.04-1.11x, at 14x14 -> 5 x 4 1.03-1.07x, 56x56 8 x 2 -> 6 x 4
+# 1.00-1.02x
+WIDE_FMA_SLACK = 6
+
+
+def fma_slack(facts: TargetFacts) -> int:
+    """Cycles beyond the FMA latency a tile's step should take (FMA_SLACK, WIDE_FMA_SLACK)."""
+    wide = facts.vector_fmas_per_cycle * facts.vector_bits >= 1024
+    return WIDE_FMA_SLACK if wide else FMA_SLACK
+
 
 def tile_efficiency(facts: TargetFacts, fmas: int, loads: int, l2_loads: int = 0) -> float:
     """The fraction of the FMA pipes' peak a register tile reaches when each step of its
@@ -93,8 +108,9 @@ def tile_efficiency(facts: TargetFacts, fmas: int, loads: int, l2_loads: int = 0
     are not. With two FMA pipes, a tile of 1 column x 8 blocks whose weights come from L2
     waits 8 cycles for what its FMAs do in 4."""
     rate = facts.vector_fmas_per_cycle
-    cycles = max(fmas / rate, loads / LOADS_PER_CYCLE, l2_loads / L2_VECTORS_PER_CYCLE,
-                 facts.fma_latency + FMA_SLACK, 1e-9)
+    l2_rate = L2_BYTES_PER_CYCLE / (facts.vector_bits / 8)
+    cycles = max(fmas / rate, loads / LOADS_PER_CYCLE, l2_loads / l2_rate,
+                 facts.fma_latency + fma_slack(facts), 1e-9)
     return fmas / rate / cycles
 
 
@@ -122,7 +138,7 @@ def prefetches(target: Target) -> bool:
     return target.kind == "llvm" and target.facts.arch in ("x86", "arm")
 
 
-__all__ = ["FMA_SLACK", "L2_VECTORS_PER_CYCLE", "LOADS_PER_CYCLE", "accumulator_budget", "column_budget", "depthwise_budget",
-           "narrow_budget", "power_of_two_below", "prefetches", "row_tile", "snap", "tile_efficiency",
-           "vectors"]
+__all__ = ["FMA_SLACK", "L2_BYTES_PER_CYCLE", "LOADS_PER_CYCLE", "WIDE_FMA_SLACK",
+           "accumulator_budget", "column_budget", "depthwise_budget", "fma_slack", "narrow_budget",
+           "power_of_two_below", "prefetches", "row_tile", "snap", "tile_efficiency", "vectors"]
 

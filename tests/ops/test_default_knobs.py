@@ -11,7 +11,8 @@ import pytest
 
 from ember.graph.ir import Node, Value, tensor_type
 from ember.lowering.kernel import group_knobs, run_op
-from ember.ops.budgets import FMA_SLACK, row_tile, snap, tile_efficiency, vectors
+from ember.ops.budgets import (FMA_SLACK, WIDE_FMA_SLACK, fma_slack, row_tile, snap,
+                               tile_efficiency, vectors)
 from ember.ops.conv import ConvNCHWKnobs
 from ember.ops.conv_blocked import ConvKnobs, conv_tile, from_blocked, pack_direct, to_blocked
 from ember.ops.dense import DenseKnobs
@@ -150,12 +151,17 @@ def test_defaults_differ_where_the_facts_differ() -> None:
         assert defaults("dense_128x768x768", OTHERS[cpu])[1].rows < 8
         assert defaults("lstm_8x16", OTHERS[cpu])[1].rows < 8
     spr_conv = defaults("conv3x3_512x7", OTHERS["sapphirerapids"])[1]
-    # the same tile (it is FMA-bound on both), the channel loop unrolled with two 512-bit pipes
+    # the same tile (7 columns: one tile a row), the channel loop unrolled with two 512-bit
+    # pipes
     assert (spr_conv.ow_tile, spr_conv.oc_tile) == (zen4_conv.ow_tile, zen4_conv.oc_tile)
     assert spr_conv.unroll_ii and not zen4_conv.unroll_ii
-    # 14 columns x 1 block: 15 loads a step are more than 14 FMAs on two pipes take
+    # 14 columns x 1 block: 15 loads a step are more than 14 FMAs on two pipes take; 8 x 2 (8
+    # cycles a step) leaves the pipes idle that 10 x 2 (10 cycles) keeps busy
     spr_56 = defaults("conv3x3_64x56", OTHERS["sapphirerapids"])[1]
-    assert (spr_56.ow_tile, spr_56.oc_tile) == (8, 2)
+    assert (spr_56.ow_tile, spr_56.oc_tile) == (10, 2)
+    # at 14 columns 7 x 2 (7 cycles) gives way to 5 x 4 (10 cycles, a 4-column tail)
+    spr = Target(OTHERS["sapphirerapids"]).facts
+    assert conv_tile((1, 64, 14, 14, 16), False, 16, spr) == (5, 4)
     # B panels of two vectors: 32 columns x 8 rows on Zen 4 (a k step: 16 cycles on one
     # 512-bit pipe); where half the registers' rows take under three FMA latencies a step,
     # the tile takes the accumulator budget, with a tail: AVX2 (16 ymm, two pipes) 6 rows x 2
@@ -198,12 +204,16 @@ def test_rows_outer_rule() -> None:
 
 def test_tile_efficiency_rule() -> None:
     """A reduction step takes the longest of its FMAs on the pipes, its loads on two ports
-    and the FMA latency plus FMA_SLACK cycles."""
+    and the FMA latency plus FMA_SLACK cycles (WIDE_FMA_SLACK with two 512-bit pipes)."""
     zen4, spr = Target(ZEN4).facts, Target(OTHERS["sapphirerapids"]).facts
+    assert fma_slack(zen4) == FMA_SLACK and fma_slack(spr) == WIDE_FMA_SLACK
+    assert fma_slack(Target(OTHERS["skylake"]).facts) == FMA_SLACK  # two 256-bit pipes
     # 14 columns x 1 block: 14 FMAs, 15 loads (14 broadcasts, 1 weight vector)
     assert tile_efficiency(zen4, 14, 15) == 1.0          # 14 cycles of FMAs, 7.5 of loads
-    assert tile_efficiency(spr, 14, 15) == pytest.approx(7 / 7.5)  # the loads take longer
-    assert tile_efficiency(spr, 16, 10) == 1.0           # 8 x 2: 8 cycles, 5 of loads
+    # two 512-bit pipes: 7 cycles of FMAs, 7.5 of loads, against 4 + 6 a step should take
+    assert tile_efficiency(spr, 14, 15) == pytest.approx(7 / (4 + WIDE_FMA_SLACK))
+    assert tile_efficiency(spr, 16, 10) == pytest.approx(0.8)  # 8 x 2: 8 cycles
+    assert tile_efficiency(spr, 24, 10) == 1.0           # 6 x 4: 12 cycles, 5 of loads
     # the latency and the slack: 4 + 2 cycles for 2 FMAs
     assert tile_efficiency(zen4, 2, 3) == pytest.approx(2 / (4 + FMA_SLACK))
     # 512 -> 1008 (padded 1000) classes at 13x13: 13x1 (load-bound, 0.93) ties 7x3 (FMA-bound,
@@ -231,7 +241,7 @@ def test_avx2_tiles_keep_12_accumulators_and_fit_the_registers() -> None:
 
 def test_weights_from_l2_rule() -> None:
     """A tile whose blocks' weights overflow half of L1 reads them from L2 for every column
-    tile, 0.9 vectors a cycle: on AVX2, 2048->512 at 7x7 (64 KiB of weights a block) would
+    tile, 0.9 x 32 bytes a cycle (0.9 ymm, 0.45 zmm): on AVX2, 2048->512 at 7x7 (64 KiB of weights a block) would
     take 8 from L2 for 8 FMAs with 1 column x 8 blocks; at 14x14 with 12 blocks, 2 x 6 (a
     divisor of 14) while the weights stay in L1, 3 x 4 (4 weight vectors a step, not 6)
     once they come from L2; Zen 4's single FMA pipe keeps its tile either way."""
@@ -245,6 +255,11 @@ def test_weights_from_l2_rule() -> None:
     assert conv_tile((1, 125, 13, 13, 8), False, 8, skylake, 16 * 1024) == (2, 5)
     assert (conv_tile((1, 32, 7, 7, 16), False, 16, zen4, 128 * 1024)
             == conv_tile((1, 32, 7, 7, 16), False, 16, zen4))
+    # two 512-bit pipes at 7x7 with 32 KiB of weights a block: 3 columns x 8 blocks (24
+    # accumulators, 8 zmm from L2 a step: 17.8 cycles at 0.45 zmm a cycle) stays out
+    spr = Target(OTHERS["sapphirerapids"]).facts
+    assert tile_efficiency(spr, 24, 11, 8) == pytest.approx(12 / (8 / 0.45))
+    assert conv_tile((1, 128, 7, 7, 16), False, 16, spr, 32 * 1024) == (7, 2)
     # through the task: ResNet-50's last 1x1 conv (2048 -> 512 at 7x7) on AVX2
     task, family = task_of(*conv_group(2048, 512, 7, 1, 8), OTHERS["skylake"])
     knobs = family.default(task)
