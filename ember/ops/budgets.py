@@ -102,11 +102,12 @@ def tile_efficiency(facts: TargetFacts, fmas: int, loads: int, l2_loads: int = 0
     reduction issues `fmas` vector FMAs (one per accumulator) and `loads` vector or broadcast
     loads, `l2_loads` of them from L2 (weights that do not stay in L1 from one tile to the
     next): a step takes the longest of the FMA pipes' time, the load ports' time, L2's time
-    and the FMA latency plus FMA_SLACK (an accumulator waits for its previous FMA). On Zen 4 (one 512-bit
-    FMA a cycle) 14 columns x 1 block are FMA-bound; with two 512-bit FMA pipes (Sapphire
-    Rapids) the same tile's 15 loads take longer than its 14 FMAs, and 8 columns x 2 blocks
-    are not. With two FMA pipes, a tile of 1 column x 8 blocks whose weights come from L2
-    waits 8 cycles for what its FMAs do in 4."""
+    and the FMA latency plus `fma_slack` (an accumulator waits for its previous FMA). On Zen 4
+    (one 512-bit FMA a cycle) 14 columns x 1 block are FMA-bound; with two 512-bit FMA pipes
+    (Sapphire Rapids) the same tile's 15 loads take longer than its 14 FMAs, and a step
+    should take 10 cycles: 10 x 2 or 5 x 4, not 8 x 2. With two 256-bit FMA pipes, a tile of
+    1 column x 8 blocks whose weights come from L2 waits 8.9 cycles for what its FMAs do
+    in 4."""
     rate = facts.vector_fmas_per_cycle
     l2_rate = L2_BYTES_PER_CYCLE / (facts.vector_bits / 8)
     cycles = max(fmas / rate, loads / LOADS_PER_CYCLE, l2_loads / l2_rate,
