@@ -30,6 +30,7 @@ from collections import defaultdict
 from typing import Any
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 
 def _ember(model_path: str, feeds: dict[str, Any], threads: int, runs: int
@@ -50,17 +51,10 @@ def _onnxruntime(model_path: str, feeds: dict[str, Any], threads: int, runs: int
                  ) -> dict[str, Any]:
     import time
 
-    import onnxruntime as ort
+    from peers import ort_session
 
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    options.intra_op_num_threads = threads
-    options.inter_op_num_threads = 1
-    options.log_severity_level = 3
-    options.enable_profiling = True
-    options.profile_file_prefix = os.path.join(tempfile.mkdtemp(prefix="ort-profile-"), "p")
-    session = ort.InferenceSession(model_path, options, providers=["CPUExecutionProvider"])
+    prefix = os.path.join(tempfile.mkdtemp(prefix="ort-profile-"), "p")
+    session = ort_session(model_path, threads, profile_prefix=prefix)
     session.run(None, feeds)
     totals = []
     for _ in range(runs):
@@ -156,7 +150,6 @@ def main() -> None:
                           "ember_model_ms": ember_side["model_seconds"] * 1e3,
                           "ort_model_ms": ort_side["model_seconds"] * 1e3}, indent=1))
         return
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from peers import host_cpu
 
     print(f"{args.model}, {args.threads} thread(s), {args.runs} runs, CPU {host_cpu()}")

@@ -132,9 +132,10 @@ def build_ember_jit(path: str, feeds: dict[str, np.ndarray], threads: int,
     return lambda: compiled.run(feeds)
 
 
-def ort_session(model: str | bytes, threads: int) -> Any:
+def ort_session(model: str | bytes, threads: int, profile_prefix: str | None = None) -> Any:
     """An onnxruntime session (a path or serialized model) with every graph optimization,
-    `threads` intra-op threads, sequential execution."""
+    `threads` intra-op threads, sequential execution; with `profile_prefix`, its node
+    profiler on (`end_profiling()` writes the file)."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
@@ -143,6 +144,9 @@ def ort_session(model: str | bytes, threads: int) -> Any:
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
     options.log_severity_level = 3
+    if profile_prefix is not None:
+        options.enable_profiling = True
+        options.profile_file_prefix = profile_prefix
     return ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
 
 
