@@ -109,7 +109,9 @@ def main(argv: list[str] | None = None) -> int:
     applied = sum(1 for s in states if s.best_knobs is not None
                   and s.best_knobs != s.task.default_point())
     print(f"\nCPU: {host_cpu_model()} ({ember.target.Target.host().cpu}), threads "
-          f"{args.threads}, model {args.model} {args.image_size}, search {args.search}")
+          f"{args.threads}, model {args.model}"
+          f"{f' {args.image_size}x{args.image_size}' if takes_size else ''}, "
+          f"search {args.search}")
     print(f"tuning: {tuning_seconds:.0f} s, {trials} trials ({errors} errors), "
           f"{len(tasks)} tasks, {applied} with a record better than the default")
     print("| system | median ms | vs onnxruntime |")
