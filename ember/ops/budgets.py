@@ -67,7 +67,8 @@ LOADS_PER_CYCLE = 2
 # L1); at 0.75 squeezenet's 125-block classifier left 2 x 5 for a 7 x 1 8% slower; 0.9 gets
 # both right. The port is wider on Zen 4 and Sapphire Rapids (64 bytes) but streams about
 # as many bytes: on the Intel Xeon, a 3 x 8 zmm tile of 512->2048 at 7x7 (8 blocks of
-# weights from L2 a step) ran 1.26x slower than 7 x 2, which 0.9 zmm a cycle called equal
+# weights from L2 a step) ran 1.13-1.28x slower than 7 x 2 (a 3x3 conv 2.45x), which 0.9
+# zmm a cycle called equal
 L2_BYTES_PER_CYCLE = 0.9 * 32
 
 
@@ -84,10 +85,10 @@ FMA_SLACK = 2
 
 # the same where the pipes retire 1024 bits of FMAs a cycle (two 512-bit pipes, Sapphire
 # Rapids class): a step of 8 x 2 zmm (8 cycles) or 7 x 2 (7) leaves the pipes idle that 20-24
-# accumulators keep busy. Intel Xeon, 1 thread, each task's two tiles in turn in one worker
-# (benchmarks/tile_rules.py --constant WIDE_FMA_SLACK --values 2 6): ResNet-50's 1x1 convs
-# at 28x28 7 x 2 -> 6 x 4 1.04-1.11x, at 14x14 -> 5 x 4 1.03-1.07x, 56x56 8 x 2 -> 6 x 4
-# 1.00-1.02x
+# accumulators keep busy. Intel Xeon, each task's two tiles in turn in one worker, then the
+# model both ways in turns (benchmarks/tile_rules.py --constant WIDE_FMA_SLACK --values 2 6
+# --whole 20): ResNet-50's convs at 14 columns 7 x 2 -> 5 x 4 1.02-1.07x, at 28 and 56
+# 7 x 2 or 8 x 2 -> 10 x 2 0.96-1.07x; the whole model 1.018x at 1 thread, 1.020x at 2
 WIDE_FMA_SLACK = 6
 
 
