@@ -84,12 +84,14 @@ L2_BYTES_PER_CYCLE = 0.9 * 32
 FMA_SLACK = 2
 
 # the same where the pipes retire 1024 bits of FMAs a cycle (two 512-bit pipes, Sapphire
-# Rapids class): a step of 8 x 2 zmm (8 cycles) or 7 x 2 (7) leaves the pipes idle that 20-24
-# accumulators keep busy. Intel Xeon, each task's two tiles in turn in one worker, then the
-# model both ways in turns (benchmarks/tile_rules.py --constant WIDE_FMA_SLACK --values 2 6
-# --whole 20): ResNet-50's convs at 14 columns 7 x 2 -> 5 x 4 1.02-1.07x, at 28 and 56
-# 7 x 2 or 8 x 2 -> 10 x 2 0.96-1.07x; the whole model 1.018x at 1 thread, 1.020x at 2
-WIDE_FMA_SLACK = 6
+# Rapids class): a step of 8 x 2 zmm (8 cycles), 7 x 2 (7) or 10 x 2 (10) leaves the pipes
+# idle that 24 accumulators keep busy: 11 cycles takes 6 x 4 at 56 and 28 columns, 5 x 4 at
+# 14 (6 x 4 would waste 4 of 18 columns there), 7 x 2 at 7. Intel Xeon, each task's two
+# tiles in turn in one worker, then the model both ways in turns (benchmarks/tile_rules.py
+# --constant WIDE_FMA_SLACK --values 2 7 --whole 20): ResNet-50 1.024-1.068x at 1 thread,
+# 1.029-1.057x at 2 (its 6 x 4 tiles 1.04-1.12x each over 10 x 2, the slack of 6);
+# ResNet-18 1.017-1.030x, MobileNetV2 1.000x, squeezenet 0.99x (its tasks 0.97-1.06x)
+WIDE_FMA_SLACK = 7
 
 
 def fma_slack(facts: TargetFacts) -> int:
@@ -106,7 +108,7 @@ def tile_efficiency(facts: TargetFacts, fmas: int, loads: int, l2_loads: int = 0
     and the FMA latency plus `fma_slack` (an accumulator waits for its previous FMA). On Zen 4
     (one 512-bit FMA a cycle) 14 columns x 1 block are FMA-bound; with two 512-bit FMA pipes
     (Sapphire Rapids) the same tile's 15 loads take longer than its 14 FMAs, and a step
-    should take 10 cycles: 10 x 2 or 5 x 4, not 8 x 2. With two 256-bit FMA pipes, a tile of
+    should take 11 cycles: 6 x 4, not 8 x 2. With two 256-bit FMA pipes, a tile of
     1 column x 8 blocks whose weights come from L2 waits 8.9 cycles for what its FMAs do
     in 4."""
     rate = facts.vector_fmas_per_cycle

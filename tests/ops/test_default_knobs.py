@@ -156,12 +156,16 @@ def test_defaults_differ_where_the_facts_differ() -> None:
     assert (spr_conv.ow_tile, spr_conv.oc_tile) == (zen4_conv.ow_tile, zen4_conv.oc_tile)
     assert spr_conv.unroll_ii and not zen4_conv.unroll_ii
     # 14 columns x 1 block: 15 loads a step are more than 14 FMAs on two pipes take; 8 x 2 (8
-    # cycles a step) leaves the pipes idle that 10 x 2 (10 cycles) keeps busy
+    # cycles a step) leaves the pipes idle that 6 x 4 (12 cycles) keeps busy
     spr_56 = defaults("conv3x3_64x56", OTHERS["sapphirerapids"])[1]
-    assert (spr_56.ow_tile, spr_56.oc_tile) == (10, 2)
-    # at 14 columns 7 x 2 (7 cycles) gives way to 5 x 4 (10 cycles, a 4-column tail)
+    assert (spr_56.ow_tile, spr_56.oc_tile) == (6, 4)
+    # at 28 columns 6 x 4 too; at 14 columns 5 x 4 (10 cycles, a 4-column tail) where 6 x 4
+    # would waste 4 of 18 columns and 3 x 8 reads 8 blocks of weights (16 KiB each: 256
+    # input channels) from L2; at 7 columns 7 x 2 (one tile a row)
     spr = Target(OTHERS["sapphirerapids"]).facts
-    assert conv_tile((1, 64, 14, 14, 16), False, 16, spr) == (5, 4)
+    for shape, tile in (((1, 16, 28, 28, 16), (6, 4)), ((1, 64, 14, 14, 16), (5, 4)),
+                        ((1, 128, 7, 7, 16), (7, 2))):
+        assert conv_tile(shape, False, 16, spr, 16 * 1024) == tile, shape
     # B panels of two vectors: 32 columns x 8 rows on Zen 4 (a k step: 16 cycles on one
     # 512-bit pipe); where half the registers' rows take under three FMA latencies a step,
     # the tile takes the accumulator budget, with a tail: AVX2 (16 ymm, two pipes) 6 rows x 2
@@ -210,9 +214,10 @@ def test_tile_efficiency_rule() -> None:
     assert fma_slack(Target(OTHERS["skylake"]).facts) == FMA_SLACK  # two 256-bit pipes
     # 14 columns x 1 block: 14 FMAs, 15 loads (14 broadcasts, 1 weight vector)
     assert tile_efficiency(zen4, 14, 15) == 1.0          # 14 cycles of FMAs, 7.5 of loads
-    # two 512-bit pipes: 7 cycles of FMAs, 7.5 of loads, against 4 + 6 a step should take
+    # two 512-bit pipes: 7 cycles of FMAs, 7.5 of loads, against 4 + 7 a step should take
     assert tile_efficiency(spr, 14, 15) == pytest.approx(7 / (4 + WIDE_FMA_SLACK))
-    assert tile_efficiency(spr, 16, 10) == pytest.approx(0.8)  # 8 x 2: 8 cycles
+    assert tile_efficiency(spr, 16, 10) == pytest.approx(8 / 11)  # 8 x 2: 8 cycles
+    assert tile_efficiency(spr, 20, 9) == pytest.approx(10 / 11)  # 5 x 4: 10 cycles
     assert tile_efficiency(spr, 24, 10) == 1.0           # 6 x 4: 12 cycles, 5 of loads
     # the latency and the slack: 4 + 2 cycles for 2 FMAs
     assert tile_efficiency(zen4, 2, 3) == pytest.approx(2 / (4 + FMA_SLACK))
