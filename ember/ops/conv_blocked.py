@@ -186,7 +186,8 @@ def conv_tile(out_shape: Sequence[int], depthwise: bool = False, lanes: int = 0,
 
     Direct: the tile with the highest `tile_efficiency` (FMA pipes, load ports, FMA latency)
     times the useful fraction of its column tiles (a tail tile wastes columns), among tiles
-    of up to 8 channel blocks (a divisor of OCB) whose accumulators fit the register budget
+    of up to 8 channel blocks (4 with two 512-bit FMA pipes; a divisor of OCB) whose
+    accumulators fit the register budget
     (125 blocks of 8 on AVX2: 2 columns x 5 blocks, not 7 x 1: 512->1000 @13, 1 thread,
     Zen 3, 2.6 -> 2.2 ms). `block_weight_bytes` (the weights of one output-channel block over
     the whole reduction): where a tile's blocks hold more than half of L1, the next column
