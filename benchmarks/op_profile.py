@@ -39,9 +39,7 @@ def _ember(model_path: str, feeds: dict[str, Any], threads: int, runs: int
     from ember.runtime import threadpool
 
     threadpool.set_num_threads(threads)
-    compiled = ember.compile(model_path)
-    compiled.run(feeds)
-    table = compiled.profile(feeds, repeat=runs)
+    table = ember.compile(model_path).profile(feeds, repeat=runs)  # it warms up first
     return {"model_seconds": table.model_seconds,
             "rows": [{"name": r.anchor, "op": r.pattern, "seconds": r.seconds}
                      for r in table.rows]}
@@ -86,7 +84,7 @@ def worker(system: str, model_path: str, feeds_path: str, threads: int, runs: in
     print(json.dumps(run(model_path, feeds, threads, runs)))
 
 
-def _in_process(system: str, paths: tuple[str, str], threads: int, runs: int
+def _in_worker(system: str, paths: tuple[str, str], threads: int, runs: int
                 ) -> dict[str, Any]:
     env = dict(os.environ, OMP_NUM_THREADS=str(threads))
     env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
@@ -141,8 +139,8 @@ def main() -> None:
     feeds_path = os.path.join(workdir, "inputs.npz")
     np.savez(feeds_path, **zoo.random_inputs(model))
     paths = (model_path, feeds_path)
-    ember_side = _in_process("ember", paths, args.threads, args.runs)
-    ort_side = _in_process("onnxruntime", paths, args.threads, args.runs)
+    ember_side = _in_worker("ember", paths, args.threads, args.runs)
+    ort_side = _in_worker("onnxruntime", paths, args.threads, args.runs)
     order = {n.name: k for k, n in enumerate(model.graph.node)}
     pairs, ort_only = compare(order, ember_side["rows"], ort_side["rows"])
     if args.json:

@@ -118,7 +118,7 @@ def aligned_array(shape: Sequence[int], dtype: Any, like: np.ndarray | None = No
     a kernel splits a cache line on every vector load and store."""
     numpy = np.dtype(dtype)
     nbytes = int(np.prod(shape, dtype=np.int64)) * numpy.itemsize
-    array = aligned_bytes(nbytes)[:nbytes].view(numpy).reshape(tuple(shape))
+    array = aligned_bytes(nbytes, zero=like is None)[:nbytes].view(numpy).reshape(tuple(shape))
     if like is not None:
         array[...] = like
     return array
