@@ -94,6 +94,16 @@ FMA_SLACK = 2
 WIDE_FMA_SLACK = 7
 
 
+# bytes a core pulls a cycle from beyond its L2 (L3 or memory) while a kernel streams weights
+# the rest of the model pushed out: the rate at which a direct convolution's first output row,
+# which brings in its channel tile's weights, stops keeping the FMA pipes busy. Intel Xeon
+# (two 512-bit pipes), ResNet-50 in model order, 1 thread: its 7x7 convs ask 18 bytes a
+# cycle (64-byte weight vectors, 7 FMAs each, 2 a cycle) and ran 5-15% faster with the
+# weights streamed once (conv_blocked.first_row_stall); its 14x14 ones ask 9 and ran 0-10%
+# slower, the one fitted value that calls both right
+MEMORY_BYTES_PER_CYCLE = 8
+
+
 def fma_slack(facts: TargetFacts) -> int:
     """Cycles beyond the FMA latency a tile's step should take (FMA_SLACK, WIDE_FMA_SLACK)."""
     wide = facts.vector_fmas_per_cycle * facts.vector_bits >= 1024
@@ -142,7 +152,8 @@ def prefetches(target: Target) -> bool:
     return target.kind == "llvm" and target.facts.arch in ("x86", "arm")
 
 
-__all__ = ["FMA_SLACK", "L2_BYTES_PER_CYCLE", "LOADS_PER_CYCLE", "WIDE_FMA_SLACK",
+__all__ = ["FMA_SLACK", "L2_BYTES_PER_CYCLE", "LOADS_PER_CYCLE", "MEMORY_BYTES_PER_CYCLE",
+           "WIDE_FMA_SLACK",
            "accumulator_budget", "column_budget", "depthwise_budget", "fma_slack", "narrow_budget",
            "power_of_two_below", "prefetches", "row_tile", "snap", "tile_efficiency", "vectors"]
 

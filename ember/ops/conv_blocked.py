@@ -31,6 +31,7 @@ from ember.types import TensorType
 from ember.ops.budgets import (
     FMA_SLACK,
     LOADS_PER_CYCLE,
+    MEMORY_BYTES_PER_CYCLE,
     accumulator_budget,
     depthwise_budget,
     fma_slack,
@@ -63,6 +64,8 @@ ALGORITHMS = ("direct", "depthwise", "winograd")
 
 # -- knobs ----------------------------------------------------------------------------------
 MAX_OW_TILE = 28    # the widest column tile the space offers
+K_CHUNKS = (1, 2, 4, 8)  # input-channel blocks per chunk the space offers (k_chunk)
+CHUNK_STALL = 0.05  # the first-row stall (first_row_stall) above which weights stream once
 
 
 @dataclass(frozen=True)
@@ -76,7 +79,11 @@ class ConvKnobs(Knobs):
     transform is split over its tiles), for outputs with too few rows for the threads;
     rows_outer: output rows outside the output-channel tiles (direct, not depthwise), so
     the input is read once and the weights once per row, instead of the input once per
-    channel tile.
+    channel tile; k_chunk (direct, 0: off): the weights streamed once, each used at once by
+    every pixel of its channel tile: per output-channel tile the reduction runs in chunks of
+    k_chunk input-channel blocks, each chunk over all the tile's rows and column tiles, the
+    partial sums kept in a buffer of the tile's output (rows_outer and parallel_columns do
+    not apply: the parallel loop is over the channel tiles).
     """
 
     ow_tile: int = 1
@@ -85,21 +92,24 @@ class ConvKnobs(Knobs):
     unroll_ii: bool = False
     parallel_columns: bool = False
     rows_outer: bool = False
+    k_chunk: int = 0
 
     @classmethod
     def space(cls, task: Task) -> Space:
         kind, (_, ocb, _, ow, _), tiles, _ = _conv_task(task)
         if kind == "winograd":
-            return Space({"ow_tile": up_to(tiles, MAX_OW_TILE), "oc_tile": (1,),
-                          "unroll_kw": (False,), "unroll_ii": (False,),
-                          "parallel_columns": (False, True), "rows_outer": (False,)})
+            return Space({"ow_tile": up_to(tiles, MAX_OW_TILE), "oc_tile": divisors(ocb, 8),
+                          "unroll_kw": (False,), "unroll_ii": (False, True),
+                          "parallel_columns": (False, True), "rows_outer": (False,),
+                          "k_chunk": (0,)})
         direct = kind == "direct"
         return Space({"ow_tile": up_to(ow, MAX_OW_TILE),
                       "oc_tile": divisors(ocb, 8) if direct else (1,),
                       "unroll_kw": (False, True),
                       "unroll_ii": (False, True) if direct else (False,),
                       "parallel_columns": (False, True),
-                      "rows_outer": (False, True) if direct else (False,)})
+                      "rows_outer": (False, True) if direct else (False,),
+                      "k_chunk": _chunks(task) if direct else (0,)})
 
     @classmethod
     def default(cls, task: Task) -> ConvKnobs:
@@ -111,16 +121,18 @@ class ConvKnobs(Knobs):
         kind, shape, tiles, lanes = _conv_task(task)
         n, ocb, oh, ow, _ = shape
         facts = task.target.facts
-        budget = accumulator_budget(facts)
         if kind == "winograd":
-            # a GEMM tile of output tiles, one accumulator each; an awkward tile count
-            # (few divisors) takes a tail tile of twice the latency depth, within budget
-            tile = pick_tile(tiles, budget)
-            deep = min(2 * facts.latency_accumulators, budget)
-            if tile < 6 < tiles:
-                tile = deep
-            icb = shape_of(task.find(f"{TAG}.winograd_in").outputs[0])[1]  # type: ignore
-            return cls(tile, 1, parallel_columns=n * icb < 2 * task.threads)
+            # each transformed element's GEMM is a 1x1 convolution over the output tiles:
+            # the direct register tile of output tiles x channel blocks (6 x 4 on two
+            # 512-bit pipes, where one block of 7 tiles was 1.11-1.20x slower: ResNet-50's
+            # three Winograd convs, 1 thread, Intel Xeon)
+            _, icb, _, _, ib = shape_of(task.find(f"{TAG}.winograd_in").outputs[0])  # type: ignore
+            bits = task.find(TAG).outputs[0].dtype.bits  # type: ignore[union-attr]
+            per_block = icb * ib * shape[4] * bits // 8  # one block's weights, one element
+            tile, oc_tile = conv_tile((n, ocb, 1, tiles, shape[4]), False, lanes, facts,
+                                      per_block)
+            return cls(tile, oc_tile, unroll_ii=facts.vector_fmas_per_cycle >= 2,
+                       parallel_columns=n * icb < 2 * task.threads)
         weights = task.find(TAG).input_tensors()[1]  # type: ignore[union-attr]
         block_bytes = int(np.prod(shape_of(weights))) * weights.dtype.bits // 8 // shape[1]
         ow_tile, oc_tile = conv_tile(shape, kind == "depthwise", lanes, facts, block_bytes)
@@ -131,23 +143,32 @@ class ConvKnobs(Knobs):
         # steps) become a visible share: unroll it (1x1 and strided 3x3 convs 2-8% faster
         # on Sapphire Rapids; one FMA a cycle, as on Zen 4, keeps the loop)
         unroll_ii = kind == "direct" and facts.vector_fmas_per_cycle >= 2
+        k_chunk = _k_chunk(task, facts, oc_tile) if kind == "direct" else 0
         return cls(ow_tile, oc_tile, unroll_ii=unroll_ii,
-                   parallel_columns=rows < 2 * task.threads and columns > 1,
-                   rows_outer=kind == "direct" and _rows_outer(task, facts))
+                   parallel_columns=rows < 2 * task.threads and columns > 1 and not k_chunk,
+                   rows_outer=kind == "direct" and _rows_outer(task, facts) and not k_chunk,
+                   k_chunk=k_chunk)
 
     def check(self, task: Task) -> None:
         kind, (_, ocb, _, ow, _), tiles, _ = _conv_task(task)
         in_range(self, "ow_tile", 1, tiles if kind == "winograd" else ow,
                  "output tiles" if kind == "winograd" else "output columns")
-        if kind == "direct":
-            in_range(self, "oc_tile", 1, ocb, "output-channel blocks")
-        else:
+        if kind == "depthwise":
             only(self, "oc_tile", (1,), f"for a {kind} convolution")
+        else:
+            in_range(self, "oc_tile", 1, ocb, "output-channel blocks")
         if kind == "winograd":
             only(self, "unroll_kw", (False,), "for a Winograd convolution (no taps)")
-        if kind != "direct":
+        if kind == "depthwise":
             only(self, "unroll_ii", (False,), f"for a {kind} convolution")
+        if kind != "direct":
             only(self, "rows_outer", (False,), f"for a {kind} convolution")
+            only(self, "k_chunk", (0,), f"for a {kind} convolution")
+            return
+        icb = _input_blocks(task)
+        in_range(self, "k_chunk", 0, icb, "input-channel blocks a chunk, 0: no chunks")
+        if self.k_chunk and icb % self.k_chunk:
+            raise self.reject("k_chunk", f"does not divide the {icb} input-channel blocks")
 
 
 def _rows_outer(task: Task, facts: TargetFacts) -> bool:
@@ -162,6 +183,58 @@ def _rows_outer(task: Task, facts: TargetFacts) -> bool:
     size = {t: int(np.prod(shape_of(t))) * t.dtype.bits // 8 for t in (x, w)}
     half = facts.l2_bytes // 2
     return bool(half) and size[x] > half >= size[w]
+
+
+def first_row_stall(facts: TargetFacts, oh: int, ow: int) -> float:
+    """The share of a direct convolution's time its pipes wait for weights in the
+    channel-tile order: a tile's first output row brings in the tile's weights, each weight
+    vector feeding `ow` FMAs, so the row asks vector bytes x FMAs a cycle / `ow` bytes a
+    cycle from beyond L2; past MEMORY_BYTES_PER_CYCLE the row waits, and the wait spreads
+    over the tile's `oh` rows (Intel Xeon: 7x7 outputs 18%, 14x14 1%; 7x7 on one 512-bit
+    pipe or two 256-bit ones 2%)."""
+    rate = facts.vector_bits / 8 * facts.vector_fmas_per_cycle / max(1, ow)
+    return max(0.0, rate / MEMORY_BYTES_PER_CYCLE - 1.0) / max(1, oh)
+
+
+def _input_blocks(task: Task) -> int:
+    """Input-channel blocks of a direct ConvNCHWc group (1 for a plain NCHW input)."""
+    conv = task.find(TAG)
+    assert conv is not None
+    return extent(conv.reduce_axis[0])
+
+
+def _chunks(task: Task) -> tuple[int, ...]:
+    """k_chunk's choices: 0 and the K_CHUNKS that divide the input-channel blocks (fewer than
+    all of them), where the partial sums of the widest channel tile the space offers fit half
+    of L2 (the buffer a chunk accumulates in)."""
+    icb = _input_blocks(task)
+    conv = task.find(TAG)
+    assert conv is not None
+    n, ocb, oh, ow, ob = shape_of(conv.outputs[0])
+    scratch = max(divisors(ocb, 8)) * oh * ow * ob * conv.outputs[0].dtype.bits // 8
+    if scratch > task.target.facts.l2_bytes // 2:
+        return (0,)
+    return (0, *(c for c in K_CHUNKS if c < icb and icb % c == 0))
+
+
+def _k_chunk(task: Task, facts: TargetFacts, oc_tile: int) -> int:
+    """The default k_chunk: where the first row would wait for weights more than CHUNK_STALL
+    of the time (first_row_stall) and the channel tiles keep every thread busy, chunks whose
+    weights fill at most half of L1d (then every pixel of the tile uses them from there):
+    ResNet-50's 7x7 convs on the Intel Xeon, in model order, 1 thread: 2048->512 0.85x,
+    512->2048 0.88-0.96x, 3x3 512->512 0.92-0.95x, the 1024->2048 stride-2 0.89x. Else 0."""
+    conv = task.find(TAG)
+    assert conv is not None
+    n, ocb, oh, ow, _ = shape_of(conv.outputs[0])
+    choices = [c for c in _chunks(task) if c]
+    if not choices or first_row_stall(facts, oh, ow) <= CHUNK_STALL or \
+            n * -(-ocb // oc_tile) < 2 * task.threads:
+        return 0
+    weights = conv.input_tensors()[1]
+    per_block = int(np.prod(shape_of(weights))) * weights.dtype.bits // 8 // (
+        ocb * _input_blocks(task))  # one output block's weights of one input block
+    fits = [c for c in choices if oc_tile * c * per_block <= facts.l1d_bytes // 2]
+    return max(fits) if fits else min(choices)
 
 
 def _conv_task(task: Task) -> tuple[str, tuple[int, ...], int, int]:
@@ -403,8 +476,41 @@ def schedule_conv_nchwc(outs: Sequence[Tensor], target: Target,
         for t in outs:
             schedule_flat(s[t], target, str(t.dtype))
         return s
-    _schedule_direct(s, s[outs[0]], conv, pad, target, k)
+    if k.k_chunk:
+        _schedule_chunked(s, s[outs[0]], conv, pad, target, k)
+    else:
+        _schedule_direct(s, s[outs[0]], conv, pad, target, k)
     return s
+
+
+def _schedule_chunked(s: Schedule, out: Stage, conv: Stage, pad: Stage | None,
+                      target: Target, k: ConvKnobs) -> None:
+    """k_chunk > 0 (direct only): per (image, output-channel tile), in parallel, the
+    reduction in chunks of k_chunk input-channel blocks, each chunk over every row and
+    column tile of the channel tile (the register tile as in _schedule_direct), the partial
+    sums in the conv stage's buffer of the tile's output; then the epilogue over it."""
+    n, o, h, v, i = out.op.axis  # type: ignore[attr-defined]
+    oo, oi = out.split(o, k.oc_tile)
+    out.reorder(n, oo, oi, h, v, i)
+    outer = out.fuse(n, oo)
+    out.parallel(outer)
+    out.vectorize(i)
+    if pad is not None:
+        pad.compute_root()  # materialized once: no bounds checks in the inner loop
+        schedule_flat(pad, target)
+    conv.compute_at(out, outer)
+    _, co, ch, cv, ci = conv.op.axis  # type: ignore[attr-defined]
+    rc, rh, rw, ri = conv.op.reduce_axis  # type: ignore[attr-defined]
+    rco, rci = conv.split(rc, k.k_chunk)
+    cvo, cvi = conv.split(cv, k.ow_tile)
+    conv.reorder(rco, ch, cvo, rci, rh, rw, ri, co, cvi, ci)
+    if k.unroll_kw:
+        conv.unroll(rw)
+    if k.unroll_ii or extent(ri) <= 4:
+        conv.unroll(ri)
+    conv.unroll(co)
+    conv.unroll(cvi)
+    conv.vectorize(ci)
 
 
 def _schedule_direct(s: Schedule, out: Stage, conv: Stage, pad: Stage | None, target: Target,
@@ -585,5 +691,5 @@ OPS: dict[str, OpDef] = {
 }
 
 __all__ = ["ALGORITHMS", "OPS", "ConvKnobs", "LayoutKnobs", "conv_tile", "direct_tile_score",
-           "from_blocked",
+           "first_row_stall", "from_blocked",
            "pack_depthwise", "pack_direct", "schedule_conv_nchwc", "to_blocked", "vector_lanes"]

@@ -149,8 +149,8 @@ def winograd_compute(x: Tensor, u: Tensor, attrs: Attrs, out_sp: Sequence[int]) 
 def schedule_winograd(s: Schedule, outs: Sequence[Tensor], conv: Stage, target: Target,
                       k: ConvKnobs) -> Schedule:
     """Input transform and GEMMs at root (parallel), the output transform in the epilogue;
-    `k.ow_tile` tiles per GEMM register tile, `k.parallel_columns`: the input transform is
-    split over its tiles too."""
+    the GEMM register tile `k.ow_tile` output tiles x `k.oc_tile` channel blocks,
+    `k.parallel_columns`: the input transform is split over its tiles too."""
     pad = find_stage(s, (f"{TAG}.pad",))
     v = find_stage(s, (f"{TAG}.winograd_in",))
     gemm = find_stage(s, (f"{TAG}.winograd",))
@@ -160,7 +160,7 @@ def schedule_winograd(s: Schedule, outs: Sequence[Tensor], conv: Stage, target: 
         pad.compute_root()
         schedule_flat(pad, target)
     _schedule_input(v, 2 * target.num_cores if k.parallel_columns else 0)
-    _schedule_gemm(gemm, k.ow_tile)
+    _schedule_gemm(gemm, k)
     conv_shape = shape_of(conv.op.outputs[0])
     if len(outs) != 1 or shape_of(outs[0]) != conv_shape:
         conv.compute_root()
@@ -186,14 +186,22 @@ def _schedule_input(v: Stage, parts: int) -> None:
     v.vectorize(i)
 
 
-def _schedule_gemm(m: Stage, tile: int) -> None:
+def _schedule_gemm(m: Stage, k: ConvKnobs) -> None:
+    """Parallel over (batch, channel tile, element); the register tile is `k.ow_tile` output
+    tiles x `k.oc_tile` channel blocks, as the direct convolution's (each tile's value
+    broadcast, the weights a vector per block), over the input channels (`k.unroll_ii`:
+    those of a block unrolled)."""
     m.compute_root()
     n, o, e, t, i = m.op.axis  # type: ignore[attr-defined]
     rc, ri = m.op.reduce_axis  # type: ignore[attr-defined]
-    to, ti = m.split(t, tile)
-    m.reorder(n, o, e, to, rc, ri, ti, i)
-    outer = m.fuse(n, o, e)
+    oo, oi = m.split(o, k.oc_tile)
+    to, ti = m.split(t, k.ow_tile)
+    m.reorder(n, oo, e, to, rc, ri, oi, ti, i)
+    outer = m.fuse(n, oo, e)
     m.parallel(outer)
+    if k.unroll_ii:
+        m.unroll(ri)
+    m.unroll(oi)
     m.unroll(ti)
     m.vectorize(i)
 

@@ -5,7 +5,7 @@ import pytest
 
 from ember import te
 from ember.lowering.build import build
-from ember.errors import ShapeError
+from ember.errors import ScheduleError, ShapeError
 from ember.graph.ir import GraphBuilder
 from ember.ops.conv_blocked import (
     OPS,
@@ -142,6 +142,60 @@ def test_knobs_keep_the_numbers(knobs):
     module = build(schedule_conv_nchwc([out], Target("llvm"), knobs), [X, W, out])
     got = np.zeros([int(d.value) for d in out.shape], "float32")
     module(xb, wp, got)
+    (ref,) = onnx_run("Conv", [x, w], {"pads": [1, 1, 1, 1]})
+    np.testing.assert_allclose(from_blocked(got), ref, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("knobs", [ConvKnobs(ow_tile=4, oc_tile=2, k_chunk=1),
+                                   ConvKnobs(ow_tile=3, oc_tile=1, k_chunk=2, unroll_ii=True),
+                                   ConvKnobs(ow_tile=11, oc_tile=2, k_chunk=2, unroll_kw=True)])
+@pytest.mark.parametrize("kernel", [1, 3])
+def test_chunked_reduction_keeps_the_numbers(knobs, kernel):
+    """k_chunk: the weights streamed once, the partial sums of a channel tile in a buffer
+    over chunks of input-channel blocks (4 blocks of 4 here), with a tail column tile."""
+    x, w, b = rand(1, 16, 8, 11), rand(32, 16, kernel, kernel), rand(32)
+    pads = [kernel // 2] * 4
+    op = OPS["ConvNCHWc"]
+    attrs = op.complete_attrs(blocked_attrs(w.shape, {"pads": pads}, "direct"))
+    xb, wp = to_blocked(x, 4), pack_direct(w, 4, 16)
+    X = te.placeholder(xb.shape, "float32", name="X")
+    W = te.placeholder(wp.shape, "float32", name="W")
+    B = te.placeholder(b.shape, "float32", name="B")
+    (out,) = op.compute(attrs, [X, W, B])
+    module = build(schedule_conv_nchwc([out], Target("llvm"), knobs), [X, W, B, out])
+    got = np.zeros([int(d.value) for d in out.shape], "float32")
+    module(xb, wp, b, got)
+    (ref,) = onnx_run("Conv", [x, w, b], {"pads": pads})
+    np.testing.assert_allclose(from_blocked(got), ref, rtol=1e-4, atol=1e-4)
+
+
+def test_chunk_must_divide_the_input_blocks():
+    x, w = rand(1, 12, 6, 6), rand(16, 12, 1, 1)
+    op = OPS["ConvNCHWc"]
+    attrs = op.complete_attrs(blocked_attrs(w.shape, {}, "direct"))
+    X = te.placeholder(to_blocked(x, 4).shape, "float32", name="X")
+    W = te.placeholder(pack_direct(w, 4, 16).shape, "float32", name="W")
+    (out,) = op.compute(attrs, [X, W])
+    with pytest.raises(ScheduleError, match="k_chunk=2 does not divide the 3 input-channel"):
+        schedule_conv_nchwc([out], Target("llvm"), ConvKnobs(ow_tile=2, k_chunk=2))
+
+
+@pytest.mark.parametrize("knobs", [ConvKnobs(ow_tile=5, oc_tile=2, unroll_ii=True),
+                                   ConvKnobs(ow_tile=3, oc_tile=4),
+                                   ConvKnobs(ow_tile=7, oc_tile=1, parallel_columns=True)])
+def test_winograd_register_tiles_keep_the_numbers(knobs):
+    """The Winograd GEMM's tile of output tiles x channel blocks, with tail tiles (16 of
+    them, 4 x 4 of 2 x 2 here)."""
+    x, w = rand(1, 16, 8, 8), rand(64, 16, 3, 3)
+    op = OPS["ConvNCHWc"]
+    attrs = op.complete_attrs(blocked_attrs(w.shape, {"pads": [1, 1, 1, 1]}, "winograd"))
+    xb, u = to_blocked(x, 8), pack_winograd(w, 8, 16, 2)
+    X = te.placeholder(xb.shape, "float32", name="X")
+    U = te.placeholder(u.shape, "float32", name="U")
+    (out,) = op.compute(attrs, [X, U])
+    module = build(schedule_conv_nchwc([out], Target("llvm"), knobs), [X, U, out])
+    got = np.zeros([int(d.value) for d in out.shape], "float32")
+    module(xb, u, got)
     (ref,) = onnx_run("Conv", [x, w], {"pads": [1, 1, 1, 1]})
     np.testing.assert_allclose(from_blocked(got), ref, rtol=1e-4, atol=1e-4)
 

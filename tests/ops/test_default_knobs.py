@@ -14,7 +14,8 @@ from ember.lowering.kernel import group_knobs, run_op
 from ember.ops.budgets import (FMA_SLACK, WIDE_FMA_SLACK, fma_slack, row_tile, snap,
                                tile_efficiency, vectors)
 from ember.ops.conv import ConvNCHWKnobs
-from ember.ops.conv_blocked import ConvKnobs, conv_tile, from_blocked, pack_direct, to_blocked
+from ember.ops.conv_blocked import (CHUNK_STALL, ConvKnobs, conv_tile, first_row_stall,
+                                    from_blocked, pack_direct, to_blocked)
 from ember.ops.dense import DenseKnobs
 from ember.ops.knobs import Knobs, Task
 from ember.ops.matmul import MatmulKnobs, matmul, schedule_matmul_x86
@@ -113,7 +114,33 @@ def test_zen4_matmul_and_winograd_defaults_are_pinned() -> None:
     op, arrays, attrs = conv_group(64, 64, 14, 3, 16, "winograd")
     arrays[1] = zeros(16, 4, 4, 16, 16)  # [16, OC/ob, IC/ib, ib, ob] transformed weights
     task, family = task_of(op, arrays, attrs, ZEN4)
-    assert family.default(task).ow_tile == 7  # 49 tiles of 2x2: 7 per GEMM tile
+    knobs = family.default(task)  # 49 tiles of 2x2: the direct tile rule's 7 x 2
+    assert (knobs.ow_tile, knobs.oc_tile) == (7, 2)
+    task, family = task_of(op, arrays, attrs, OTHERS["sapphirerapids"])
+    knobs = family.default(task)  # two 512-bit pipes: 6 tiles x 4 blocks, as a 1x1 conv
+    assert (knobs.ow_tile, knobs.oc_tile, knobs.unroll_ii) == (6, 4, True)
+
+
+def test_weights_stream_once_where_the_first_row_would_wait() -> None:
+    """k_chunk where a channel tile's first row would wait for its weights more than
+    CHUNK_STALL of the time: 7x7 outputs on two 512-bit pipes (18 bytes a cycle asked),
+    chunks whose weights fill at most half of L1d; not at 14x14, nor on one 512-bit pipe
+    (Zen 4) or two 256-bit ones."""
+    spr, zen4 = Target(OTHERS["sapphirerapids"]).facts, Target(ZEN4).facts
+    assert first_row_stall(spr, 7, 7) > CHUNK_STALL > first_row_stall(spr, 14, 14)
+    assert first_row_stall(zen4, 7, 7) < CHUNK_STALL
+    assert first_row_stall(Target(OTHERS["skylake"]).facts, 7, 7) < CHUNK_STALL
+    cases = {(512, 512, 7, 3): 1, (2048, 512, 7, 1): 8, (1024, 256, 14, 1): 0}
+    for (cin, cout, size, kernel), want in cases.items():
+        task, family = task_of(*conv_group(cin, cout, size, kernel, 16),
+                               OTHERS["sapphirerapids"])
+        knobs = family.default(task)
+        assert knobs.k_chunk == want, (cin, cout, size, kernel)
+        assert family.space(task).contains(knobs.to_dict())
+        weights = knobs.oc_tile * knobs.k_chunk * kernel * kernel * 16 * 16 * 4
+        assert weights <= spr.l1d_bytes // 2
+        task, family = task_of(*conv_group(cin, cout, size, kernel, 16), ZEN4)
+        assert family.default(task).k_chunk == 0
 
 
 def accumulators(task: Task, knobs: Knobs) -> int:

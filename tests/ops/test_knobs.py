@@ -202,9 +202,11 @@ def test_every_point_is_accepted_and_the_default_is_in_the_space(name: str) -> N
 def test_space_sizes_for_sample_shapes() -> None:
     """The spaces grow with the shape (bigger outputs, more tiles) and are enumerable."""
     sizes = {name: case.family.space(case.task()).size for name, case in CASES.items()}
-    # ow_tile 1..7, oc_tile 1 or 2 blocks, unroll_kw, unroll_ii, parallel_columns, rows_outer
-    assert sizes["conv_direct"] == 7 * 2 * 2 * 2 * 2 * 2
-    assert sizes["conv_winograd"] == 9 * 2            # 3 x 3 tiles of 2 x 2
+    # ow_tile 1..7, oc_tile 1 or 2 blocks, unroll_kw, unroll_ii, parallel_columns, rows_outer,
+    # k_chunk 0 or 1 (of 2 input blocks)
+    assert sizes["conv_direct"] == 7 * 2 * 2 * 2 * 2 * 2 * 2
+    # 3 x 3 tiles of 2 x 2, oc_tile 1 or 2 blocks, unroll_ii, parallel_columns
+    assert sizes["conv_winograd"] == 9 * 2 * 2 * 2
     assert sizes["matmul_packed"] == 16 * 1 * 2       # rows 1..16, cols = the panel
     assert all(0 < s < 100_000 for s in sizes.values()), sizes
 
@@ -217,6 +219,10 @@ BAD = [
     ("conv_depthwise", ConvKnobs(ow_tile=2, oc_tile=2), r"oc_tile=2 must be one of \(1,\) "
                                                          r"for a depthwise"),
     ("conv_winograd", ConvKnobs(ow_tile=2, unroll_kw=True), r"unroll_kw=True .*Winograd"),
+    ("conv_winograd", ConvKnobs(ow_tile=2, oc_tile=3), r"oc_tile=3 is outside \[1, 2\]"),
+    ("conv_winograd", ConvKnobs(ow_tile=2, k_chunk=1), r"k_chunk=1 must be one of \(0,\) "
+                                                      r"for a winograd"),
+    ("conv_direct", ConvKnobs(ow_tile=2, k_chunk=3), r"k_chunk=3 is outside \[0, 2\]"),
     ("conv_nchw_plain", ConvNCHWKnobs(ow_tile=2, parallel_rows=True),
      r"parallel_rows=True needs the blocked compute"),
     ("conv_nchw_blocked", ConvNCHWKnobs(ow_tile=10), r"ow_tile=10 is outside \[1, 9\]"),
