@@ -95,12 +95,13 @@ WIDE_FMA_SLACK = 7
 
 
 # bytes a core pulls a cycle from beyond its L2 (L3 or memory) while a kernel streams weights
-# the rest of the model pushed out: the rate at which a direct convolution's first output row,
-# which brings in its channel tile's weights, stops keeping the FMA pipes busy. Intel Xeon
-# (two 512-bit pipes), ResNet-50 in model order, 1 thread: its 7x7 convs ask 18 bytes a
-# cycle (64-byte weight vectors, 7 FMAs each, 2 a cycle) and ran 5-15% faster with the
-# weights streamed once (conv_blocked.first_row_stall); its 14x14 ones ask 9 and ran 0-10%
-# slower, the one fitted value that calls both right
+# the rest of the model pushed out: the rate past which a channel tile's first register tile,
+# which brings in the tile's weights, stops keeping the FMA pipes busy
+# (conv_blocked.first_tile_stall). Intel Xeon (two 512-bit pipes), ResNet-50 in model order,
+# 1 thread: with weights streamed once (k_chunk) its 7x7 convs (18 bytes a cycle asked over
+# 7 register tiles) and its Winograd GEMMs of 49 tiles ran 5-15% faster, its 14x14 convs
+# (26 over 42) and Winograd GEMMs of 196 tiles 0-11% slower: any value from 5 to 10 with
+# conv_blocked.CHUNK_STALL at 0.1 calls all of them right
 MEMORY_BYTES_PER_CYCLE = 8
 
 

@@ -65,7 +65,7 @@ ALGORITHMS = ("direct", "depthwise", "winograd")
 # -- knobs ----------------------------------------------------------------------------------
 MAX_OW_TILE = 28    # the widest column tile the space offers
 K_CHUNKS = (1, 2, 4, 8)  # input-channel blocks per chunk the space offers (k_chunk)
-CHUNK_STALL = 0.05  # the first-row stall (first_row_stall) above which weights stream once
+CHUNK_STALL = 0.1  # the first tile's stall (first_tile_stall) above which weights stream once
 
 
 @dataclass(frozen=True)
@@ -79,11 +79,12 @@ class ConvKnobs(Knobs):
     transform is split over its tiles), for outputs with too few rows for the threads;
     rows_outer: output rows outside the output-channel tiles (direct, not depthwise), so
     the input is read once and the weights once per row, instead of the input once per
-    channel tile; k_chunk (direct, 0: off): the weights streamed once, each used at once by
-    every pixel of its channel tile: per output-channel tile the reduction runs in chunks of
-    k_chunk input-channel blocks, each chunk over all the tile's rows and column tiles, the
-    partial sums kept in a buffer of the tile's output (rows_outer and parallel_columns do
-    not apply: the parallel loop is over the channel tiles).
+    channel tile; k_chunk (direct and Winograd, 0: off): the weights streamed once, each used
+    at once by every position of its channel tile: per output-channel tile the reduction
+    runs in chunks of k_chunk input-channel blocks, each chunk over all the tile's rows and
+    column tiles (Winograd: all its output tiles), the partial sums kept in a buffer of the
+    tile's output (direct: rows_outer and parallel_columns do not apply, the parallel loop
+    is over the channel tiles).
     """
 
     ow_tile: int = 1
@@ -101,7 +102,7 @@ class ConvKnobs(Knobs):
             return Space({"ow_tile": up_to(tiles, MAX_OW_TILE), "oc_tile": divisors(ocb, 8),
                           "unroll_kw": (False,), "unroll_ii": (False, True),
                           "parallel_columns": (False, True), "rows_outer": (False,),
-                          "k_chunk": (0,)})
+                          "k_chunk": _chunks(task)})
         direct = kind == "direct"
         return Space({"ow_tile": up_to(ow, MAX_OW_TILE),
                       "oc_tile": divisors(ocb, 8) if direct else (1,),
@@ -132,7 +133,8 @@ class ConvKnobs(Knobs):
             tile, oc_tile = conv_tile((n, ocb, 1, tiles, shape[4]), False, lanes, facts,
                                       per_block)
             return cls(tile, oc_tile, unroll_ii=facts.vector_fmas_per_cycle >= 2,
-                       parallel_columns=n * icb < 2 * task.threads)
+                       parallel_columns=n * icb < 2 * task.threads,
+                       k_chunk=_k_chunk(task, facts, tile, oc_tile))
         weights = task.find(TAG).input_tensors()[1]  # type: ignore[union-attr]
         block_bytes = int(np.prod(shape_of(weights))) * weights.dtype.bits // 8 // shape[1]
         ow_tile, oc_tile = conv_tile(shape, kind == "depthwise", lanes, facts, block_bytes)
@@ -143,7 +145,7 @@ class ConvKnobs(Knobs):
         # steps) become a visible share: unroll it (1x1 and strided 3x3 convs 2-8% faster
         # on Sapphire Rapids; one FMA a cycle, as on Zen 4, keeps the loop)
         unroll_ii = kind == "direct" and facts.vector_fmas_per_cycle >= 2
-        k_chunk = _k_chunk(task, facts, oc_tile) if kind == "direct" else 0
+        k_chunk = _k_chunk(task, facts, ow_tile, oc_tile) if kind == "direct" else 0
         return cls(ow_tile, oc_tile, unroll_ii=unroll_ii,
                    parallel_columns=rows < 2 * task.threads and columns > 1 and not k_chunk,
                    rows_outer=kind == "direct" and _rows_outer(task, facts) and not k_chunk,
@@ -159,13 +161,13 @@ class ConvKnobs(Knobs):
             in_range(self, "oc_tile", 1, ocb, "output-channel blocks")
         if kind == "winograd":
             only(self, "unroll_kw", (False,), "for a Winograd convolution (no taps)")
-        if kind == "depthwise":
-            only(self, "unroll_ii", (False,), f"for a {kind} convolution")
         if kind != "direct":
             only(self, "rows_outer", (False,), f"for a {kind} convolution")
+        if kind == "depthwise":
+            only(self, "unroll_ii", (False,), f"for a {kind} convolution")
             only(self, "k_chunk", (0,), f"for a {kind} convolution")
             return
-        icb = _input_blocks(task)
+        icb = _gemm_view(task).icb
         in_range(self, "k_chunk", 0, icb, "input-channel blocks a chunk, 0: no chunks")
         if self.k_chunk and icb % self.k_chunk:
             raise self.reject("k_chunk", f"does not divide the {icb} input-channel blocks")
@@ -185,55 +187,72 @@ def _rows_outer(task: Task, facts: TargetFacts) -> bool:
     return bool(half) and size[x] > half >= size[w]
 
 
-def first_row_stall(facts: TargetFacts, oh: int, ow: int) -> float:
-    """The share of a direct convolution's time its pipes wait for weights in the
-    channel-tile order: a tile's first output row brings in the tile's weights, each weight
-    vector feeding `ow` FMAs, so the row asks vector bytes x FMAs a cycle / `ow` bytes a
-    cycle from beyond L2; past MEMORY_BYTES_PER_CYCLE the row waits, and the wait spreads
-    over the tile's `oh` rows (Intel Xeon: 7x7 outputs 18%, 14x14 1%; 7x7 on one 512-bit
-    pipe or two 256-bit ones 2%)."""
-    rate = facts.vector_bits / 8 * facts.vector_fmas_per_cycle / max(1, ow)
-    return max(0.0, rate / MEMORY_BYTES_PER_CYCLE - 1.0) / max(1, oh)
+def first_tile_stall(facts: TargetFacts, columns: int, positions: int) -> float:
+    """The share of a convolution's time its pipes wait for weights when each register tile
+    runs the whole reduction: a channel tile's first register tile brings in the channel
+    tile's weights, each weight vector feeding `columns` FMAs, so it asks vector bytes x
+    FMAs a cycle / `columns` bytes a cycle from beyond L2; past MEMORY_BYTES_PER_CYCLE it
+    waits, and the wait spreads over the channel tile's `positions` register tiles (the
+    later ones read the weights from L2). Intel Xeon: 7x7 outputs in 7-column tiles 18%,
+    14x14 in 5-column tiles 5%, a Winograd GEMM of 49 tiles in 6-tile register tiles 18%,
+    of 196 tiles 5%; 7x7 on one 512-bit pipe or two 256-bit ones 2%."""
+    rate = facts.vector_bits / 8 * facts.vector_fmas_per_cycle / max(1, columns)
+    return max(0.0, rate / MEMORY_BYTES_PER_CYCLE - 1.0) / max(1, positions)
 
 
-def _input_blocks(task: Task) -> int:
-    """Input-channel blocks of a direct ConvNCHWc group (1 for a plain NCHW input)."""
+@dataclass(frozen=True)
+class _Gemm:
+    """A direct convolution, or one element of a Winograd convolution, as the GEMM its
+    register tile runs per output-channel tile: `rows` x `columns` output positions (Winograd:
+    1 x its tiles) over `icb` input-channel blocks; one output block's weights of one input
+    block and one output block's partial sums, in bytes."""
+
+    icb: int
+    ocb: int
+    rows: int
+    columns: int
+    block_bytes: int
+    out_bytes: int
+
+
+def _gemm_view(task: Task) -> _Gemm:
+    kind, (_, ocb, oh, ow, ob), tiles, _ = _conv_task(task)
     conv = task.find(TAG)
     assert conv is not None
-    return extent(conv.reduce_axis[0])
+    size = conv.outputs[0].dtype.bits // 8
+    if kind == "winograd":
+        _, icb, _, _, ib = shape_of(task.find(f"{TAG}.winograd_in").outputs[0])  # type: ignore
+        return _Gemm(icb, ocb, 1, tiles, ib * ob * size, tiles * ob * size)
+    per_block = int(np.prod(shape_of(conv.input_tensors()[1])[2:])) * size  # taps x ib x ob
+    return _Gemm(extent(conv.reduce_axis[0]), ocb, oh, ow, per_block, oh * ow * ob * size)
 
 
 def _chunks(task: Task) -> tuple[int, ...]:
     """k_chunk's choices: 0 and the K_CHUNKS that divide the input-channel blocks (fewer than
     all of them), where the partial sums of the widest channel tile the space offers fit half
     of L2 (the buffer a chunk accumulates in)."""
-    icb = _input_blocks(task)
-    conv = task.find(TAG)
-    assert conv is not None
-    n, ocb, oh, ow, ob = shape_of(conv.outputs[0])
-    scratch = max(divisors(ocb, 8)) * oh * ow * ob * conv.outputs[0].dtype.bits // 8
-    if scratch > task.target.facts.l2_bytes // 2:
+    g = _gemm_view(task)
+    if max(divisors(g.ocb, 8)) * g.out_bytes > task.target.facts.l2_bytes // 2:
         return (0,)
-    return (0, *(c for c in K_CHUNKS if c < icb and icb % c == 0))
+    return (0, *(c for c in K_CHUNKS if c < g.icb and g.icb % c == 0))
 
 
-def _k_chunk(task: Task, facts: TargetFacts, oc_tile: int) -> int:
-    """The default k_chunk: where the first row would wait for weights more than CHUNK_STALL
-    of the time (first_row_stall) and the channel tiles keep every thread busy, chunks whose
-    weights fill at most half of L1d (then every pixel of the tile uses them from there):
-    ResNet-50's 7x7 convs on the Intel Xeon, in model order, 1 thread: 2048->512 0.85x,
-    512->2048 0.88-0.96x, 3x3 512->512 0.92-0.95x, the 1024->2048 stride-2 0.89x. Else 0."""
-    conv = task.find(TAG)
-    assert conv is not None
-    n, ocb, oh, ow, _ = shape_of(conv.outputs[0])
+def _k_chunk(task: Task, facts: TargetFacts, ow_tile: int, oc_tile: int) -> int:
+    """The default k_chunk: where the first register tile would wait for weights more than
+    CHUNK_STALL of the time (first_tile_stall) and the channel tiles keep every thread busy,
+    chunks whose weights fill at most a quarter of L1d (every position of the channel tile
+    then reads them from there). ResNet-50 on the Intel Xeon, in model order, 1 thread: its
+    7x7 convs 2048->512 0.85x, 512->2048 0.88-0.96x, 3x3 512->512 0.92-0.95x, 1024->2048
+    stride 2 0.89x (2 threads: 0.84-0.96x); its Winograd convs at 14x14 (49 tiles) 0.85x
+    and at 28x28 0.95-0.98x, and at 56x56 (196 tiles) 1.08-1.11x, so they keep 0. Else 0."""
+    g = _gemm_view(task)
     choices = [c for c in _chunks(task) if c]
-    if not choices or first_row_stall(facts, oh, ow) <= CHUNK_STALL or \
-            n * -(-ocb // oc_tile) < 2 * task.threads:
+    n = shape_of(task.outs[0])[0]
+    positions = g.rows * -(-g.columns // ow_tile)
+    if not choices or first_tile_stall(facts, ow_tile, positions) <= CHUNK_STALL or \
+            n * -(-g.ocb // oc_tile) < 2 * task.threads:
         return 0
-    weights = conv.input_tensors()[1]
-    per_block = int(np.prod(shape_of(weights))) * weights.dtype.bits // 8 // (
-        ocb * _input_blocks(task))  # one output block's weights of one input block
-    fits = [c for c in choices if oc_tile * c * per_block <= facts.l1d_bytes // 2]
+    fits = [c for c in choices if oc_tile * c * g.block_bytes <= facts.l1d_bytes // 4]
     return max(fits) if fits else min(choices)
 
 
@@ -691,5 +710,5 @@ OPS: dict[str, OpDef] = {
 }
 
 __all__ = ["ALGORITHMS", "OPS", "ConvKnobs", "LayoutKnobs", "conv_tile", "direct_tile_score",
-           "first_row_stall", "from_blocked",
+           "first_tile_stall", "from_blocked",
            "pack_depthwise", "pack_direct", "schedule_conv_nchwc", "to_blocked", "vector_lanes"]

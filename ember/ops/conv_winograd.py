@@ -190,13 +190,17 @@ def _schedule_gemm(m: Stage, k: ConvKnobs) -> None:
     """Parallel over (batch, channel tile, element); the register tile is `k.ow_tile` output
     tiles x `k.oc_tile` channel blocks, as the direct convolution's (each tile's value
     broadcast, the weights a vector per block), over the input channels (`k.unroll_ii`:
-    those of a block unrolled)."""
+    those of a block unrolled), in chunks of `k.k_chunk` input blocks if > 0."""
     m.compute_root()
     n, o, e, t, i = m.op.axis  # type: ignore[attr-defined]
     rc, ri = m.op.reduce_axis  # type: ignore[attr-defined]
     oo, oi = m.split(o, k.oc_tile)
     to, ti = m.split(t, k.ow_tile)
-    m.reorder(n, oo, e, to, rc, ri, oi, ti, i)
+    if k.k_chunk:  # the weights streamed once: each chunk of input blocks over every tile
+        rco, rci = m.split(rc, k.k_chunk)
+        m.reorder(n, oo, e, rco, to, rci, ri, oi, ti, i)
+    else:
+        m.reorder(n, oo, e, to, rc, ri, oi, ti, i)
     outer = m.fuse(n, oo, e)
     m.parallel(outer)
     if k.unroll_ii:

@@ -181,11 +181,12 @@ def test_chunk_must_divide_the_input_blocks():
 
 
 @pytest.mark.parametrize("knobs", [ConvKnobs(ow_tile=5, oc_tile=2, unroll_ii=True),
-                                   ConvKnobs(ow_tile=3, oc_tile=4),
+                                   ConvKnobs(ow_tile=3, oc_tile=4, k_chunk=1),
+                                   ConvKnobs(ow_tile=6, oc_tile=2, unroll_ii=True, k_chunk=1),
                                    ConvKnobs(ow_tile=7, oc_tile=1, parallel_columns=True)])
 def test_winograd_register_tiles_keep_the_numbers(knobs):
     """The Winograd GEMM's tile of output tiles x channel blocks, with tail tiles (16 of
-    them, 4 x 4 of 2 x 2 here)."""
+    them, 4 x 4 of 2 x 2 here), and in chunks of input blocks (2 blocks of 8)."""
     x, w = rand(1, 16, 8, 8), rand(64, 16, 3, 3)
     op = OPS["ConvNCHWc"]
     attrs = op.complete_attrs(blocked_attrs(w.shape, {"pads": [1, 1, 1, 1]}, "winograd"))

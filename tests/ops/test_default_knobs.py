@@ -14,7 +14,7 @@ from ember.lowering.kernel import group_knobs, run_op
 from ember.ops.budgets import (FMA_SLACK, WIDE_FMA_SLACK, fma_slack, row_tile, snap,
                                tile_efficiency, vectors)
 from ember.ops.conv import ConvNCHWKnobs
-from ember.ops.conv_blocked import (CHUNK_STALL, ConvKnobs, conv_tile, first_row_stall,
+from ember.ops.conv_blocked import (CHUNK_STALL, ConvKnobs, conv_tile, first_tile_stall,
                                     from_blocked, pack_direct, to_blocked)
 from ember.ops.dense import DenseKnobs
 from ember.ops.knobs import Knobs, Task
@@ -121,16 +121,18 @@ def test_zen4_matmul_and_winograd_defaults_are_pinned() -> None:
     assert (knobs.ow_tile, knobs.oc_tile, knobs.unroll_ii) == (6, 4, True)
 
 
-def test_weights_stream_once_where_the_first_row_would_wait() -> None:
-    """k_chunk where a channel tile's first row would wait for its weights more than
-    CHUNK_STALL of the time: 7x7 outputs on two 512-bit pipes (18 bytes a cycle asked),
-    chunks whose weights fill at most half of L1d; not at 14x14, nor on one 512-bit pipe
-    (Zen 4) or two 256-bit ones."""
+def test_weights_stream_once_where_the_first_tile_would_wait() -> None:
+    """k_chunk where a channel tile's first register tile would wait for its weights more
+    than CHUNK_STALL of the time: 7x7 outputs and Winograd GEMMs of 49 tiles on two 512-bit
+    pipes (18-21 bytes a cycle asked over 7-9 register tiles), chunks whose weights fill at
+    most a quarter of L1d; not at 14x14 (42 register tiles) nor for 196 Winograd tiles, nor
+    on one 512-bit pipe (Zen 4) or two 256-bit ones."""
     spr, zen4 = Target(OTHERS["sapphirerapids"]).facts, Target(ZEN4).facts
-    assert first_row_stall(spr, 7, 7) > CHUNK_STALL > first_row_stall(spr, 14, 14)
-    assert first_row_stall(zen4, 7, 7) < CHUNK_STALL
-    assert first_row_stall(Target(OTHERS["skylake"]).facts, 7, 7) < CHUNK_STALL
-    cases = {(512, 512, 7, 3): 1, (2048, 512, 7, 1): 8, (1024, 256, 14, 1): 0}
+    assert first_tile_stall(spr, 7, 7) > CHUNK_STALL > first_tile_stall(spr, 5, 14 * 3)
+    assert first_tile_stall(spr, 6, 9) > CHUNK_STALL > first_tile_stall(spr, 6, 33)
+    assert first_tile_stall(zen4, 7, 7) < CHUNK_STALL
+    assert first_tile_stall(Target(OTHERS["skylake"]).facts, 7, 7) < CHUNK_STALL
+    cases = {(512, 512, 7, 3): 1, (2048, 512, 7, 1): 4, (1024, 256, 14, 1): 0}
     for (cin, cout, size, kernel), want in cases.items():
         task, family = task_of(*conv_group(cin, cout, size, kernel, 16),
                                OTHERS["sapphirerapids"])
@@ -138,9 +140,14 @@ def test_weights_stream_once_where_the_first_row_would_wait() -> None:
         assert knobs.k_chunk == want, (cin, cout, size, kernel)
         assert family.space(task).contains(knobs.to_dict())
         weights = knobs.oc_tile * knobs.k_chunk * kernel * kernel * 16 * 16 * 4
-        assert weights <= spr.l1d_bytes // 2
+        assert want == 1 or weights <= spr.l1d_bytes // 4
         task, family = task_of(*conv_group(cin, cout, size, kernel, 16), ZEN4)
         assert family.default(task).k_chunk == 0
+    for size, want in ((14, 2), (56, 0)):  # 49 and 196 tiles of 2x2 (F(2,3) weights here)
+        op, arrays, attrs = conv_group(256, 256, size, 3, 16, "winograd")
+        arrays[1] = zeros(16, 16, 16, 16, 16)
+        task, family = task_of(op, arrays, attrs, OTHERS["sapphirerapids"])
+        assert family.default(task).k_chunk == want, size
 
 
 def accumulators(task: Task, knobs: Knobs) -> int:

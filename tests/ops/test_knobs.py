@@ -220,8 +220,9 @@ BAD = [
                                                          r"for a depthwise"),
     ("conv_winograd", ConvKnobs(ow_tile=2, unroll_kw=True), r"unroll_kw=True .*Winograd"),
     ("conv_winograd", ConvKnobs(ow_tile=2, oc_tile=3), r"oc_tile=3 is outside \[1, 2\]"),
-    ("conv_winograd", ConvKnobs(ow_tile=2, k_chunk=1), r"k_chunk=1 must be one of \(0,\) "
-                                                      r"for a winograd"),
+    ("conv_winograd", ConvKnobs(ow_tile=2, k_chunk=2), r"k_chunk=2 is outside \[0, 1\]"),
+    ("conv_depthwise", ConvKnobs(ow_tile=2, k_chunk=1), r"k_chunk=1 must be one of \(0,\) "
+                                                       r"for a depthwise"),
     ("conv_direct", ConvKnobs(ow_tile=2, k_chunk=3), r"k_chunk=3 is outside \[0, 2\]"),
     ("conv_nchw_plain", ConvNCHWKnobs(ow_tile=2, parallel_rows=True),
      r"parallel_rows=True needs the blocked compute"),
