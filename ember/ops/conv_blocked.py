@@ -213,6 +213,7 @@ class _Gemm:
     columns: int
     block_bytes: int
     out_bytes: int
+    gemms: int = 1  # the GEMMs of one channel tile (Winograd: the transformed elements)
 
 
 def _gemm_view(task: Task) -> _Gemm:
@@ -221,8 +222,10 @@ def _gemm_view(task: Task) -> _Gemm:
     assert conv is not None
     size = conv.outputs[0].dtype.bits // 8
     if kind == "winograd":
-        _, icb, _, _, ib = shape_of(task.find(f"{TAG}.winograd_in").outputs[0])  # type: ignore
-        return _Gemm(icb, ocb, 1, tiles, ib * ob * size, tiles * ob * size)
+        v = task.find(f"{TAG}.winograd_in")
+        assert v is not None
+        _, icb, elements, _, ib = shape_of(v.outputs[0])
+        return _Gemm(icb, ocb, 1, tiles, ib * ob * size, tiles * ob * size, elements)
     per_block = int(np.prod(shape_of(conv.input_tensors()[1])[2:])) * size  # taps x ib x ob
     return _Gemm(extent(conv.reduce_axis[0]), ocb, oh, ow, per_block, oh * ow * ob * size)
 
@@ -239,7 +242,8 @@ def _chunks(task: Task) -> tuple[int, ...]:
 
 def _k_chunk(task: Task, facts: TargetFacts, ow_tile: int, oc_tile: int) -> int:
     """The default k_chunk: where the first register tile would wait for weights more than
-    CHUNK_STALL of the time (first_tile_stall) and the channel tiles keep every thread busy,
+    CHUNK_STALL of the time (first_tile_stall) and the channel tiles (the parallel loop)
+    keep every thread busy (at least 2 a thread, the busiest at most 10% above the mean),
     chunks whose weights fill at most a quarter of L1d (every position of the channel tile
     then reads them from there). ResNet-50 on the Intel Xeon, in model order, 1 thread: its
     7x7 convs 2048->512 0.85x, 512->2048 0.88-0.96x, 3x3 512->512 0.92-0.95x, 1024->2048
@@ -247,10 +251,11 @@ def _k_chunk(task: Task, facts: TargetFacts, ow_tile: int, oc_tile: int) -> int:
     and at 28x28 0.95-0.98x, and at 56x56 (196 tiles) 1.08-1.11x, so they keep 0. Else 0."""
     g = _gemm_view(task)
     choices = [c for c in _chunks(task) if c]
-    n = shape_of(task.outs[0])[0]
+    tiles = shape_of(task.outs[0])[0] * -(-g.ocb // oc_tile) * g.gemms  # parallel tasks
     positions = g.rows * -(-g.columns // ow_tile)
+    busiest = -(-tiles // task.threads) * task.threads / tiles  # over the mean thread
     if not choices or first_tile_stall(facts, ow_tile, positions) <= CHUNK_STALL or \
-            n * -(-g.ocb // oc_tile) < 2 * task.threads:
+            tiles < 2 * task.threads or busiest > 1.1:
         return 0
     fits = [c for c in choices if oc_tile * c * g.block_bytes <= facts.l1d_bytes // 4]
     return max(fits) if fits else min(choices)
