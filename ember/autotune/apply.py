@@ -7,11 +7,13 @@ becomes that group's knobs (through `ember.compile(..., knobs=...)`).
 Only records measured on the same target fingerprint apply: a record from another CPU or
 thread count never applies silently. A task's best record applies only where the task's
 default was measured too (successfully) and was slower, timed the same way (cold or warm
-weights) as the task's newest record.
+weights) as the task's newest record, and only a record that names every knob of the task's
+space (records made before a knob joined it were measured on other kernels).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 from collections.abc import Mapping
@@ -35,16 +37,15 @@ class DatabaseKnobs:
         self.target = Target(target)
         # the best record per task and the fastest run of every candidate, read once (the
         # file is not held open while compiling)
-        self.best: dict[str, Record] = {}
+        self.ranked: dict[str, list[Record]] = {}   # per task, fastest first
         self.costs: dict[str, dict[str, float]] = {}
         records = db.records(fingerprint=self.fingerprint, ok_only=True)
         # a task's records timed like its newest one (cold and warm times never compared)
         timing = {r.task_key: r.timing for r in sorted(records, key=lambda r: r.timestamp)}
-        for r in records:
+        for r in sorted(records, key=lambda r: r.best):
             if r.timing != timing[r.task_key]:
                 continue
-            if r.task_key not in self.best or r.best < self.best[r.task_key].best:
-                self.best[r.task_key] = r
+            self.ranked.setdefault(r.task_key, []).append(r)
             seen = self.costs.setdefault(r.task_key, {})
             name = knobs_json(r.knobs)
             seen[name] = min(seen.get(name, math.inf), r.best)
@@ -61,7 +62,13 @@ class DatabaseKnobs:
         if family is None:
             return None
         key = task_key(group)
-        record = self.best.get(key)
+        # the fastest record but those from before a knob joined the task's space (their
+        # knobs name fewer of the family's knobs: measured on another kernel than they
+        # build now); knobs the family does not have are an error below
+        names = set(family.space(task).choices)
+        fields = {f.name for f in dataclasses.fields(family)}
+        record = next((r for r in self.ranked.get(key, ()) if names <= set(r.knobs)
+                       or not set(r.knobs) <= fields), None)
         if record is None or record.family != family.family():
             return None
         where = f"tuning record of task {record.task} in '{self.path}': "

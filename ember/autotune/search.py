@@ -320,19 +320,24 @@ class ModelSearch:
         return seen
 
     def _neighbour(self, point: Point) -> Point:
-        """The point with one knob moved to an adjacent choice (or, at times, any choice)."""
+        """The point with one knob moved to an adjacent choice (or, at times, any choice),
+        within the space's constraint (else, after a few tries, the point itself)."""
         names = [n for n, values in self.space.choices.items() if len(values) > 1]
         if not names:
             return dict(point)
-        name = self.rng.choice(names)
-        values = self.space.choices[name]
-        out = dict(point)
-        index = values.index(point[name]) if point.get(name) in values else 0
-        if self.rng.random() < 0.25:
-            out[name] = self.rng.choice(values)
-        else:
-            out[name] = values[max(0, min(len(values) - 1, index + self.rng.choice((-1, 1))))]
-        return out
+        for _ in range(8):
+            name = self.rng.choice(names)
+            values = self.space.choices[name]
+            out = dict(point)
+            index = values.index(point[name]) if point.get(name) in values else 0
+            if self.rng.random() < 0.25:
+                out[name] = self.rng.choice(values)
+            else:
+                step = self.rng.choice((-1, 1))
+                out[name] = values[max(0, min(len(values) - 1, index + step))]
+            if self.space.contains(out):
+                return out
+        return dict(point)
 
 
 def _knob_distance(space: Space, a: Mapping[str, Any], b: Mapping[str, Any]) -> float:

@@ -20,8 +20,9 @@ convolution is that kernel with one tap: a GEMM over the packed [ib x ob] weight
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -97,12 +98,20 @@ class ConvKnobs(Knobs):
 
     @classmethod
     def space(cls, task: Task) -> Space:
-        kind, (_, ocb, _, ow, _), tiles, _ = _conv_task(task)
+        kind, (_, ocb, _, ow, ob), tiles, lanes = _conv_task(task)
+        # a register tile of more accumulators than the register file spills at every step
+        # (and takes LLVM minutes to allocate): left out
+        registers = task.target.facts.vector_registers
+        per_block = vectors(ob, lanes) if lanes else 1
+
+        def fits(p: Mapping[str, Any]) -> bool:
+            return bool(p["ow_tile"] * p["oc_tile"] * per_block <= registers)
+
         if kind == "winograd":
             return Space({"ow_tile": up_to(tiles, MAX_OW_TILE), "oc_tile": divisors(ocb, 8),
                           "unroll_kw": (False,), "unroll_ii": (False, True),
                           "parallel_columns": (False, True), "rows_outer": (False,),
-                          "k_chunk": _chunks(task)})
+                          "k_chunk": _chunks(task)}, fits)
         direct = kind == "direct"
         return Space({"ow_tile": up_to(ow, MAX_OW_TILE),
                       "oc_tile": divisors(ocb, 8) if direct else (1,),
@@ -110,7 +119,7 @@ class ConvKnobs(Knobs):
                       "unroll_ii": (False, True) if direct else (False,),
                       "parallel_columns": (False, True),
                       "rows_outer": (False, True) if direct else (False,),
-                      "k_chunk": _chunks(task) if direct else (0,)})
+                      "k_chunk": _chunks(task) if direct else (0,)}, fits)
 
     @classmethod
     def default(cls, task: Task) -> ConvKnobs:
@@ -230,11 +239,11 @@ def _gemm_view(task: Task) -> _Gemm:
     return _Gemm(extent(conv.reduce_axis[0]), ocb, oh, ow, per_block, oh * ow * ob * size)
 
 
-def _chunks(task: Task) -> tuple[int, ...]:
+def _chunks(task: Task, g: _Gemm | None = None) -> tuple[int, ...]:
     """k_chunk's choices: 0 and the K_CHUNKS that divide the input-channel blocks (fewer than
     all of them), where the partial sums of the widest channel tile the space offers fit half
-    of L2 (the buffer a chunk accumulates in)."""
-    g = _gemm_view(task)
+    of L2 (the buffer a chunk accumulates in). `g`: the task's _gemm_view, if known."""
+    g = g or _gemm_view(task)
     if max(divisors(g.ocb, 8)) * g.out_bytes > task.target.facts.l2_bytes // 2:
         return (0,)
     return (0, *(c for c in K_CHUNKS if c < g.icb and g.icb % c == 0))
@@ -250,7 +259,7 @@ def _k_chunk(task: Task, facts: TargetFacts, ow_tile: int, oc_tile: int) -> int:
     stride 2 0.89x (2 threads: 0.84-0.96x); its Winograd convs at 14x14 (49 tiles) 0.85x
     and at 28x28 0.95-0.98x, and at 56x56 (196 tiles) 1.08-1.11x, so they keep 0. Else 0."""
     g = _gemm_view(task)
-    choices = [c for c in _chunks(task) if c]
+    choices = [c for c in _chunks(task, g) if c]
     tiles = shape_of(task.outs[0])[0] * -(-g.ocb // oc_tile) * g.gemms  # parallel tasks
     positions = g.rows * -(-g.columns // ow_tile)
     busiest = -(-tiles // task.threads) * task.threads / tiles  # over the mean thread

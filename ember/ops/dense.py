@@ -25,6 +25,7 @@ from ember.errors import ScheduleError, ShapeError
 from ember.types import TensorType
 from ember.ops.budgets import accumulator_budget, prefetches, row_tile, vectors
 from ember.ops.conv import find_stage, pick_tile, shape_of
+from ember.ops.conv_common import extent
 from ember.ops.elementwise import broadcast_shape
 from ember.ops.generic import (
     ReductionKnobs,
@@ -247,6 +248,7 @@ def _compute_gemm(attrs: Attrs, inputs: Sequence[Tensor | None],
 
 # -- knobs ----------------------------------------------------------------------------------
 MAX_ROWS = 16    # the most rows the space offers
+K_UNROLLS = (1, 2, 4)  # k steps of the register tile unrolled, as the space offers them
 
 
 @dataclass(frozen=True)
@@ -256,12 +258,15 @@ class DenseKnobs(Knobs):
     rows: rows of the register tile (unrolled); cols: columns per tile (vectorized; with
     packed B it is the panel width, fixed by the compute; for few rows against a transposed
     B, output columns per parallel task); parallel_rows: the parallel loop also runs over
-    the row tiles (B then packed once, before the loop, instead of per panel inside it).
+    the row tiles (B then packed once, before the loop, instead of per panel inside it);
+    unroll_k: k steps of the register tile unrolled (a divisor of K; the loop's counter,
+    compare and branch and the cache hints then come once per unroll_k steps).
     """
 
     rows: int = 1
     cols: int = 1
     parallel_rows: bool = False
+    unroll_k: int = 1
 
     @classmethod
     def space(cls, task: Task) -> Space:
@@ -274,8 +279,10 @@ class DenseKnobs(Knobs):
                           "parallel_rows": (False,)})
         cols = (width,) if kind == "packed" else \
             tuple(sorted({min(n, 32), *(c for c in (4, 8, 16, 32) if c <= n)}))
+        depth = _reduction(task)
         return Space({"rows": up_to(m, MAX_ROWS), "cols": cols,
-                      "parallel_rows": (False, True)})
+                      "parallel_rows": (False, True),
+                      "unroll_k": tuple(u for u in K_UNROLLS if depth % u == 0)})
 
     @classmethod
     def default(cls, task: Task) -> DenseKnobs:
@@ -317,14 +324,27 @@ class DenseKnobs(Knobs):
     def check(self, task: Task) -> None:
         kind, m, n, width, _ = _dense_task(task)
         if kind == "root":
+            only(self, "unroll_k", (1,), "for a product computed whole (several outputs)")
             return
         in_range(self, "cols", 1, max(n, 4) if kind == "dot" else n, "output columns")
         if kind == "dot":
             only(self, "rows", (1,), "for few rows against a transposed B")
+            only(self, "unroll_k", (1,), "for few rows against a transposed B")
             return
         in_range(self, "rows", 1, m, "output rows")
         if kind == "packed":
             only(self, "cols", (width,), "(the panel width of packed B)")
+        depth = _reduction(task)
+        in_range(self, "unroll_k", 1, depth, "k steps")
+        if depth % self.unroll_k:
+            raise self.reject("unroll_k", f"does not divide the reduction's {depth} steps")
+
+
+def _reduction(task: Task) -> int:
+    """K, the reduction's extent, of a dense group."""
+    mm = task.find(*DENSE_TAGS)
+    assert mm is not None
+    return extent(mm.reduce_axis[0])
 
 
 def _dense_task(task: Task) -> tuple[str, int, int, int, int]:
@@ -397,7 +417,13 @@ def schedule_dense(outs: Sequence[Tensor], target: Target, knobs: Knobs | None =
     out.vectorize(ji)
     mm.compute_at(out, io)
     *_, mi, mj = mm.op.axis  # type: ignore[attr-defined]
-    mm.reorder(*mm.op.reduce_axis, mi, mj)  # type: ignore[attr-defined]
+    (kk,) = mm.op.reduce_axis  # type: ignore[attr-defined]
+    if k.unroll_k > 1:
+        kk, ki = mm.split(kk, k.unroll_k)
+        mm.reorder(kk, ki, mi, mj)
+        mm.unroll(ki)
+    else:
+        mm.reorder(kk, mi, mj)
     mm.unroll(mi)
     mm.vectorize(mj)
     if prefetches(target):
@@ -408,7 +434,7 @@ def schedule_dense(outs: Sequence[Tensor], target: Target, knobs: Knobs | None =
         # ms; 2 threads 92.5 -> 88.8 ms); lstm_lm's decoder 2.49 -> 2.22 ms, each model
         # compiled first (the second model compiled in a process runs it 0.5 ms slower)
         tiles = -(-mm_shape[-2] // k.rows) if k.parallel_rows else 1
-        mm.prefetch(mm.op.reduce_axis[0], outer, tiles)  # type: ignore[attr-defined]
+        mm.prefetch(kk, outer, tiles)
     return s
 
 

@@ -29,9 +29,10 @@ knobs=...)` applies what it found. No schedule reads process state: thread count
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import random
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -76,16 +77,21 @@ class Task:
 @dataclass(frozen=True)
 class Space:
     """An enumerable knob space: each knob name with its tuple of allowed values; a point is
-    one value per knob (the product of the choices)."""
+    one value per knob (the product of the choices), where `valid` (if given) holds for it:
+    combinations the schedule could build but that can never be good (a register tile of
+    more accumulators than the register file) are left out."""
 
     choices: Mapping[str, tuple[Any, ...]]
+    valid: Callable[[Mapping[str, Any]], bool] | None = None
 
     def __post_init__(self) -> None:
         for name, values in self.choices.items():
             assert isinstance(values, tuple) and values, f"knob {name}: no choices"
 
-    @property
+    @functools.cached_property
     def size(self) -> int:
+        if self.valid is not None:
+            return sum(1 for _ in self.points())
         n = 1
         for values in self.choices.values():
             n *= len(values)
@@ -94,14 +100,21 @@ class Space:
     def points(self) -> Iterator[dict[str, Any]]:
         names = list(self.choices)
         for combo in itertools.product(*(self.choices[n] for n in names)):
-            yield dict(zip(names, combo))
+            point = dict(zip(names, combo))
+            if self.valid is None or self.valid(point):
+                yield point
 
     def sample(self, rng: random.Random) -> dict[str, Any]:
-        return {name: rng.choice(values) for name, values in self.choices.items()}
+        for _ in range(64):
+            point = {name: rng.choice(values) for name, values in self.choices.items()}
+            if self.valid is None or self.valid(point):
+                return point
+        return rng.choice(list(self.points()))  # a constraint that leaves few points
 
     def contains(self, point: Mapping[str, Any]) -> bool:
         return all(name in point and point[name] in values
-                   for name, values in self.choices.items())
+                   for name, values in self.choices.items()) and \
+            (self.valid is None or self.valid(point))
 
 
 @dataclass(frozen=True)

@@ -129,6 +129,28 @@ def test_record_without_a_measured_default_is_not_applied(model, tasks, tmp_path
         assert database_knobs(db, TARGET)(heavy.group, task) == heavy.knobs_at(point)
 
 
+def test_record_missing_a_knob_of_the_space_is_not_applied(model, tasks, tmp_path):
+    """Records made before a knob joined the space (here: without k_chunk) were measured on
+    other kernels than their knobs build now: they do not apply."""
+    heavy = next(t for t in tasks if t.family == "ConvKnobs" and t.weight == 2)
+    assert "k_chunk" in heavy.space().choices
+    point = next(p for p in heavy.space().points() if p != heavy.default_point())
+    fingerprint = Target(TARGET).fingerprint
+    from ember.autotune.lowering import knob_task
+
+    task = knob_task(heavy.group, Target(TARGET))
+    with TuningDatabase(tmp_path / "db.sqlite") as db:
+        for knobs, cost in ((point, 1e-9), (heavy.default_point(), 1e-8)):
+            old = {k: v for k, v in knobs.items() if k != "k_chunk"}
+            db.add(Record(heavy.key, heavy.family, heavy.description, TARGET, fingerprint,
+                          old, (cost,), None, None, "test", time.time()))
+        assert database_knobs(db, TARGET)(heavy.group, task) is None
+        for knobs, cost in ((point, 1e-9), (heavy.default_point(), 1e-8)):
+            db.add(Record(heavy.key, heavy.family, heavy.description, TARGET, fingerprint,
+                          knobs, (cost,), None, None, "test", time.time()))
+        assert database_knobs(db, TARGET)(heavy.group, task) == heavy.knobs_at(point)
+
+
 def test_records_apply_only_against_a_default_timed_the_same_way(model, tasks, tmp_path):
     """A candidate timed warm (weights in cache) never replaces a default timed cold: a
     task's records count only if timed like its newest one."""

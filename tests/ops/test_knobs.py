@@ -26,7 +26,7 @@ from ember.ops.conv_blocked import (
 from ember.ops.conv_winograd import pack_winograd
 from ember.ops.dense import DenseKnobs
 from ember.ops.generic import InjectiveKnobs, ReductionKnobs
-from ember.ops.knobs import Knobs, NoKnobs, Task, knobs_at
+from ember.ops.knobs import Knobs, NoKnobs, Space, Task, knobs_at
 from ember.ops.matmul import MatmulKnobs
 from ember.ops.pool import PoolKnobs
 from ember.ops.registry import all_ops, get_op
@@ -199,6 +199,44 @@ def test_every_point_is_accepted_and_the_default_is_in_the_space(name: str) -> N
         assert case.family.from_dict(knobs.to_dict()) == knobs
 
 
+def _task_for(op: str, arrays: list[np.ndarray], attrs: dict[str, Any], target: str) -> Task:
+    opdef = get_op(op)
+    full = opdef.complete_attrs(attrs, op)
+    values = [Value(f"x{i}", tensor_type(a.shape, a.dtype)) for i, a in enumerate(arrays)]
+    outs = [Value(f"y{i}", t) for i, t in enumerate(opdef.infer(full, [v.type for v in values]))]
+    return group_knobs([Node(op, "n", tuple(values), tuple(outs), full)], values, outs,
+                       Target(target))[0]
+
+
+def test_a_constrained_space_enumerates_samples_and_contains_only_valid_points() -> None:
+    space = Space({"a": (1, 2, 3, 4), "b": (1, 2, 4)}, lambda p: p["a"] * p["b"] <= 4)
+    points = list(space.points())
+    assert space.size == len(points) == 7 and all(p["a"] * p["b"] <= 4 for p in points)
+    rng = random.Random(3)
+    assert all(space.contains(space.sample(rng)) for _ in range(200))
+    assert not space.contains({"a": 3, "b": 2}) and space.contains({"a": 2, "b": 2})
+
+
+def test_conv_spaces_leave_out_tiles_past_the_register_file() -> None:
+    """ow_tile x oc_tile x vectors a block accumulators at most the target's registers
+    (8 x 28 would spill at every step and take LLVM minutes to allocate)."""
+    for target in ("llvm -mcpu=sapphirerapids", "llvm -mcpu=skylake"):
+        op, arrays, attrs = "ConvNCHWc", [np.zeros((1, 8, 28, 28, 16), "float32"),
+                                          np.zeros((16, 8, 1, 1, 16, 16), "float32")], \
+            {"kernel_shape": (1, 1), "algorithm": "direct"}
+        task = _task_for(op, arrays, attrs, target)
+        space = ConvKnobs.space(task)
+        registers = Target(target).facts.vector_registers
+        lanes = Target(target).vector_lanes("float32")
+        per_block = -(-16 // lanes)
+        assert all(p["ow_tile"] * p["oc_tile"] * per_block <= registers
+                   for p in space.points())
+        assert 8 in space.choices["oc_tile"] and 28 in space.choices["ow_tile"]
+        assert not space.contains({**ConvKnobs.default(task).to_dict(), "ow_tile": 28,
+                                   "oc_tile": 8})
+        assert space.contains(ConvKnobs.default(task).to_dict())
+
+
 def test_space_sizes_for_sample_shapes() -> None:
     """The spaces grow with the shape (bigger outputs, more tiles) and are enumerable."""
     sizes = {name: case.family.space(case.task()).size for name, case in CASES.items()}
@@ -207,7 +245,8 @@ def test_space_sizes_for_sample_shapes() -> None:
     assert sizes["conv_direct"] == 7 * 2 * 2 * 2 * 2 * 2 * 2
     # 3 x 3 tiles of 2 x 2, oc_tile 1 or 2 blocks, unroll_ii, parallel_columns
     assert sizes["conv_winograd"] == 9 * 2 * 2 * 2
-    assert sizes["matmul_packed"] == 16 * 1 * 2       # rows 1..16, cols = the panel
+    # rows 1..16, cols = the panel, parallel_rows, unroll_k 1, 2 or 4 (K = 16)
+    assert sizes["matmul_packed"] == 16 * 1 * 2 * 3
     assert all(0 < s < 100_000 for s in sizes.values()), sizes
 
 
@@ -230,6 +269,9 @@ BAD = [
     ("matmul_packed", DenseKnobs(rows=4, cols=8), r"cols=8 must be one of \((16|32),\) "
                                                   r"\(the panel width"),
     ("matmul_batched", DenseKnobs(rows=99, cols=4), r"DenseKnobs: knob rows=99 is outside"),
+    ("matmul_batched", DenseKnobs(rows=2, cols=4, unroll_k=3),
+     r"unroll_k=3 does not divide the reduction's 8 steps"),
+    ("gemm_dot", DenseKnobs(rows=1, cols=2, unroll_k=2), r"unroll_k=2 must be one of \(1,\)"),
     ("gemm_dot", DenseKnobs(rows=2, cols=2), r"rows=2 must be one of \(1,\)"),
     ("lppool", PoolKnobs(ow_tile=0, row_tile=1), r"PoolKnobs: knob ow_tile=0"),
     ("add", InjectiveKnobs(vector_bits=-8), r"vector_bits=-8 must be 0 or a positive"),
