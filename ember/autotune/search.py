@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import random
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -112,7 +113,8 @@ class ModelSearch:
                  max_evaluations: int = 256, chains: int = 8, steps: int = 40,
                  min_samples: int = 4, model: XGBoostCostModel | None = None,
                  own_weight: float | str = "auto", initial: str = "random",
-                 prior: str | None = "tile_estimate", prior_share: float = 0.5) -> None:
+                 prior: str | None = "tile_estimate", prior_share: float = 0.5,
+                 max_seconds: float = 15.0) -> None:
         if not 0.0 <= epsilon <= 1.0:
             raise TuningError(f"ModelSearch: epsilon must be in [0, 1], got {epsilon}")
         if initial not in INITIAL_BATCHES:
@@ -134,6 +136,11 @@ class ModelSearch:
         if not 0.0 < prior_share <= 1.0:
             raise TuningError(f"ModelSearch: prior_share must be in (0, 1], got {prior_share}")
         self.prior_share = prior_share
+        # seconds a proposal may spend lowering candidates for their features (a Winograd
+        # F(4,3) kernel takes seconds each); past it, only points already lowered are
+        # scored and the rest of the batch is drawn at random
+        self.max_seconds = max_seconds
+        self._deadline = math.inf
         self._prior_seen: set[float] = set()   # prior values of a sample of the space
         self.model = model or XGBoostCostModel(seed=seed)
         self.transfer = list(transfer)
@@ -201,6 +208,7 @@ class ModelSearch:
     def propose(self, n: int, tried: set[str]) -> list[Point]:
         if n <= 0:
             return []
+        self._deadline = time.monotonic() + self.max_seconds
         if not self.model.trained and not self._prior_informs():
             if self.initial == "random":
                 return _untried(self.space, tried, n, self.rng)
@@ -234,7 +242,7 @@ class ModelSearch:
             return _untried(self.space, tried, n, self.rng)
         center = self._best[0]
         near = self._nearest(center, tried, 4 * n)
-        near = [p for p in near if tuple(self.features(p)) not in self._measured]
+        near = [p for p in self._affordable(near) if tuple(self.features(p)) not in self._measured]
         chosen = _distinct_programs(near, (n + 1) // 2 if self.initial == "near-and-spread"
                                     else 0, self.features)
         picked = {knobs_json(p) for p in chosen}
@@ -262,7 +270,7 @@ class ModelSearch:
         from the measured points and those chosen, skipping measured programs."""
         if n <= 0:
             return []
-        pool = [p for p in pool if tuple(self.features(p)) not in self._measured]
+        pool = [p for p in self._affordable(pool) if tuple(self.features(p)) not in self._measured]
         if not pool:
             return []
         X = np.asarray([self.features(p) for p in pool], dtype=np.float64)
@@ -294,7 +302,8 @@ class ModelSearch:
         """Untried points the annealing chains visited, with their predicted scores."""
         seen: dict[str, tuple[Point, float]] = {}
         if self.space.size <= self.max_evaluations:  # small space: score every point
-            points = [p for p in self.space.points() if knobs_json(p) not in tried]
+            points = self._affordable([p for p in self.space.points()
+                                       if knobs_json(p) not in tried])
             for p, s in zip(points, self._score(points)):
                 seen[knobs_json(p)] = (p, float(s))
             return seen
@@ -315,9 +324,21 @@ class ModelSearch:
                     seen[key] = (p, float(s))
                 if s >= scores[i] or self.rng.random() < math.exp((s - scores[i]) / temperature):
                     current[i], scores[i] = p, float(s)
-            if evaluations >= self.max_evaluations:
+            if evaluations >= self.max_evaluations or time.monotonic() > self._deadline:
                 break
         return seen
+
+    def _affordable(self, points: Sequence[Point]) -> list[Point]:
+        """`points` whose features are known, then the others in order while the proposal's
+        time for lowering lasts (all of them where lowering is quick)."""
+        known = [p for p in points if knobs_json(p) in self._features]
+        for p in points:
+            if knobs_json(p) not in self._features:
+                if time.monotonic() > self._deadline:
+                    break
+                self.features(p)
+                known.append(p)
+        return known
 
     def _neighbour(self, point: Point) -> Point:
         """The point with one knob moved to an adjacent choice (or, at times, any choice),

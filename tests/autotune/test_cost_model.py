@@ -151,3 +151,29 @@ def test_prior_options_are_checked():
         ModelSearch(SPACE, _with_prior, prior="fastness")
     with pytest.raises(TuningError, match=r"prior_share must be in \(0, 1\]"):
         ModelSearch(SPACE, _with_prior, prior_share=0.0)
+
+
+def test_a_proposal_spends_at_most_its_time_lowering_candidates():
+    """Where each candidate's features take long to extract (a Winograd F(4,3) kernel takes
+    seconds to lower), a proposal stops lowering at `max_seconds` and fills the batch with
+    points already lowered or drawn at random: still n distinct untried points."""
+    import time
+
+    lowered = []
+
+    def slow(p):
+        time.sleep(0.02)
+        lowered.append(p)
+        return (p["a"], p["b"], p["c"])
+
+    search = ModelSearch(SPACE, slow, seed=1, max_seconds=0.3)
+    tried: set[str] = set()
+    for _ in range(3):
+        start = time.monotonic()
+        points = search.propose(8, tried)
+        assert time.monotonic() - start < 3.0
+        keys = {knobs_json(p) for p in points}
+        assert len(points) == len(keys) == 8 and not keys & tried
+        search.observe(points, [_cost((p["a"], p["b"], p["c"])) for p in points])
+        tried |= keys
+    assert len(lowered) < 300  # of the 1000 points, most were never lowered
