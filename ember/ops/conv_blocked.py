@@ -136,13 +136,11 @@ class ConvKnobs(Knobs):
             # the direct register tile of output tiles x channel blocks (6 x 4 on two
             # 512-bit pipes, where one block of 7 tiles was 1.11-1.20x slower: ResNet-50's
             # three Winograd convs, 1 thread, Intel Xeon)
-            _, icb, _, _, ib = shape_of(task.find(f"{TAG}.winograd_in").outputs[0])  # type: ignore
-            bits = task.find(TAG).outputs[0].dtype.bits  # type: ignore[union-attr]
-            per_block = icb * ib * shape[4] * bits // 8  # one block's weights, one element
+            g = _gemm_view(task)  # one block's weights of one element: icb x block_bytes
             tile, oc_tile = conv_tile((n, ocb, 1, tiles, shape[4]), False, lanes, facts,
-                                      per_block)
+                                      g.icb * g.block_bytes)
             return cls(tile, oc_tile, unroll_ii=facts.vector_fmas_per_cycle >= 2,
-                       parallel_columns=n * icb < 2 * task.threads,
+                       parallel_columns=n * g.icb < 2 * task.threads,
                        k_chunk=_k_chunk(task, facts, tile, oc_tile))
         weights = task.find(TAG).input_tensors()[1]  # type: ignore[union-attr]
         block_bytes = int(np.prod(shape_of(weights))) * weights.dtype.bits // 8 // shape[1]
@@ -307,7 +305,8 @@ def conv_tile(out_shape: Sequence[int], depthwise: bool = False, lanes: int = 0,
     spare slot, then to column tiles that divide OW, then to the widest, then to the most
     channel blocks. A block narrower than the vector (ob < lanes, e.g. 1000 = 125 blocks of 8
     channels) does half the work per FMA, so loads become the limit: there the tile maximizes
-    FMAs per load over all divisors of OCB up to 8 (`_narrow_tile`). Depthwise: the widest column tile that divides OW."""
+    FMAs per load over all divisors of OCB up to 8 (`_narrow_tile`). Depthwise: the widest
+    column tile that divides OW."""
     facts = facts or _register_facts(32, 4)
     _, ocb, _, ow, ob = out_shape
     if not depthwise and 0 < ob < lanes:
