@@ -127,23 +127,30 @@ def test_narrow_blocks_tile_rule():
     assert conv_tile((1, 4, 56, 56, 16), lanes=16) == (14, 1)
 
 
+def _check_knobs(knobs, x, w, packed, block, algorithm, bias=None):
+    """The blocked conv of x (blocks of `block`) with `packed` weights, scheduled with
+    `knobs`, against onnxruntime's Conv of x and w (same padding)."""
+    pads = [w.shape[-1] // 2] * 4
+    op = OPS["ConvNCHWc"]
+    attrs = op.complete_attrs(blocked_attrs(w.shape, {"pads": pads}, algorithm))
+    xb = to_blocked(x, block)
+    arrays = [xb, packed] + ([bias] if bias is not None else [])
+    holders = [te.placeholder(a.shape, "float32", name=f"in{i}") for i, a in enumerate(arrays)]
+    (out,) = op.compute(attrs, holders)
+    module = build(schedule_conv_nchwc([out], Target("llvm"), knobs), [*holders, out])
+    got = np.zeros([int(d.value) for d in out.shape], "float32")
+    module(*arrays, got)
+    (ref,) = onnx_run("Conv", [x, w] + ([bias] if bias is not None else []), {"pads": pads})
+    np.testing.assert_allclose(from_blocked(got), ref, rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("knobs", [ConvKnobs(ow_tile=3, oc_tile=2), ConvKnobs(ow_tile=5),
                                    ConvKnobs(oc_tile=1, unroll_kw=True, unroll_ii=True),
                                    ConvKnobs(ow_tile=4, parallel_columns=True),
                                    ConvKnobs(ow_tile=4, oc_tile=2, rows_outer=True)])
 def test_knobs_keep_the_numbers(knobs):
     x, w = rand(1, 16, 8, 11), rand(32, 16, 3, 3)
-    op = OPS["ConvNCHWc"]
-    attrs = op.complete_attrs(blocked_attrs(w.shape, {"pads": [1, 1, 1, 1]}, "direct"))
-    xb, wp = to_blocked(x, 8), pack_direct(w, 8, 16)
-    X = te.placeholder(xb.shape, "float32", name="X")
-    W = te.placeholder(wp.shape, "float32", name="W")
-    (out,) = op.compute(attrs, [X, W])
-    module = build(schedule_conv_nchwc([out], Target("llvm"), knobs), [X, W, out])
-    got = np.zeros([int(d.value) for d in out.shape], "float32")
-    module(xb, wp, got)
-    (ref,) = onnx_run("Conv", [x, w], {"pads": [1, 1, 1, 1]})
-    np.testing.assert_allclose(from_blocked(got), ref, rtol=1e-4, atol=1e-4)
+    _check_knobs(knobs, x, w, pack_direct(w, 8, 16), 8, "direct")
 
 
 @pytest.mark.parametrize("knobs", [ConvKnobs(ow_tile=4, oc_tile=2, k_chunk=1),
@@ -154,19 +161,7 @@ def test_chunked_reduction_keeps_the_numbers(knobs, kernel):
     """k_chunk: the weights streamed once, the partial sums of a channel tile in a buffer
     over chunks of input-channel blocks (4 blocks of 4 here), with a tail column tile."""
     x, w, b = rand(1, 16, 8, 11), rand(32, 16, kernel, kernel), rand(32)
-    pads = [kernel // 2] * 4
-    op = OPS["ConvNCHWc"]
-    attrs = op.complete_attrs(blocked_attrs(w.shape, {"pads": pads}, "direct"))
-    xb, wp = to_blocked(x, 4), pack_direct(w, 4, 16)
-    X = te.placeholder(xb.shape, "float32", name="X")
-    W = te.placeholder(wp.shape, "float32", name="W")
-    B = te.placeholder(b.shape, "float32", name="B")
-    (out,) = op.compute(attrs, [X, W, B])
-    module = build(schedule_conv_nchwc([out], Target("llvm"), knobs), [X, W, B, out])
-    got = np.zeros([int(d.value) for d in out.shape], "float32")
-    module(xb, wp, b, got)
-    (ref,) = onnx_run("Conv", [x, w, b], {"pads": pads})
-    np.testing.assert_allclose(from_blocked(got), ref, rtol=1e-4, atol=1e-4)
+    _check_knobs(knobs, x, w, pack_direct(w, 4, 16), 4, "direct", bias=b)
 
 
 def test_chunk_must_divide_the_input_blocks():
@@ -188,17 +183,7 @@ def test_winograd_register_tiles_keep_the_numbers(knobs):
     """The Winograd GEMM's tile of output tiles x channel blocks, with tail tiles (16 of
     them, 4 x 4 of 2 x 2 here), and in chunks of input blocks (2 blocks of 8)."""
     x, w = rand(1, 16, 8, 8), rand(64, 16, 3, 3)
-    op = OPS["ConvNCHWc"]
-    attrs = op.complete_attrs(blocked_attrs(w.shape, {"pads": [1, 1, 1, 1]}, "winograd"))
-    xb, u = to_blocked(x, 8), pack_winograd(w, 8, 16, 2)
-    X = te.placeholder(xb.shape, "float32", name="X")
-    U = te.placeholder(u.shape, "float32", name="U")
-    (out,) = op.compute(attrs, [X, U])
-    module = build(schedule_conv_nchwc([out], Target("llvm"), knobs), [X, U, out])
-    got = np.zeros([int(d.value) for d in out.shape], "float32")
-    module(xb, u, got)
-    (ref,) = onnx_run("Conv", [x, w], {"pads": [1, 1, 1, 1]})
-    np.testing.assert_allclose(from_blocked(got), ref, rtol=1e-4, atol=1e-4)
+    _check_knobs(knobs, x, w, pack_winograd(w, 8, 16, 2), 8, "winograd")
 
 
 def test_epilogue_fused_with_blocked_constants():
