@@ -141,7 +141,7 @@ class ConvKnobs(Knobs):
                                       g.icb * g.block_bytes)
             return cls(tile, oc_tile, unroll_ii=facts.vector_fmas_per_cycle >= 2,
                        parallel_columns=n * g.icb < 2 * task.threads,
-                       k_chunk=_k_chunk(task, facts, tile, oc_tile))
+                       k_chunk=_k_chunk(task, facts, tile, oc_tile, g))
         weights = task.find(TAG).input_tensors()[1]  # type: ignore[union-attr]
         block_bytes = int(np.prod(shape_of(weights))) * weights.dtype.bits // 8 // shape[1]
         ow_tile, oc_tile = conv_tile(shape, kind == "depthwise", lanes, facts, block_bytes)
@@ -247,7 +247,8 @@ def _chunks(task: Task, g: _Gemm | None = None) -> tuple[int, ...]:
     return (0, *(c for c in K_CHUNKS if c < g.icb and g.icb % c == 0))
 
 
-def _k_chunk(task: Task, facts: TargetFacts, ow_tile: int, oc_tile: int) -> int:
+def _k_chunk(task: Task, facts: TargetFacts, ow_tile: int, oc_tile: int,
+             g: _Gemm | None = None) -> int:
     """The default k_chunk: where the first register tile would wait for weights more than
     CHUNK_STALL of the time (first_tile_stall) and the channel tiles (the parallel loop)
     keep every thread busy (at least 2 a thread, the busiest at most 10% above the mean),
@@ -255,8 +256,9 @@ def _k_chunk(task: Task, facts: TargetFacts, ow_tile: int, oc_tile: int) -> int:
     then reads them from there). ResNet-50 on the Intel Xeon, in model order, 1 thread: its
     7x7 convs 2048->512 0.85x, 512->2048 0.88-0.96x, 3x3 512->512 0.92-0.95x, 1024->2048
     stride 2 0.89x (2 threads: 0.84-0.96x); its Winograd convs at 14x14 (49 tiles) 0.85x
-    and at 28x28 0.95-0.98x, and at 56x56 (196 tiles) 1.08-1.11x, so they keep 0. Else 0."""
-    g = _gemm_view(task)
+    and at 28x28 0.95-0.98x, and at 56x56 (196 tiles) 1.08-1.11x, so they keep 0. Else 0.
+    `g`: the task's _gemm_view, if known."""
+    g = g or _gemm_view(task)
     choices = [c for c in _chunks(task, g) if c]
     tiles = shape_of(task.outs[0])[0] * -(-g.ocb // oc_tile) * g.gemms  # parallel tasks
     positions = g.rows * -(-g.columns // ow_tile)
@@ -536,13 +538,7 @@ def _schedule_chunked(s: Schedule, out: Stage, conv: Stage, pad: Stage | None,
     rco, rci = conv.split(rc, k.k_chunk)
     cvo, cvi = conv.split(cv, k.ow_tile)
     conv.reorder(rco, ch, cvo, rci, rh, rw, ri, co, cvi, ci)
-    if k.unroll_kw:
-        conv.unroll(rw)
-    if k.unroll_ii or extent(ri) <= 4:
-        conv.unroll(ri)
-    conv.unroll(co)
-    conv.unroll(cvi)
-    conv.vectorize(ci)
+    _register_tile(conv, k, rw, ri, (co, cvi, ci))
 
 
 def _schedule_direct(s: Schedule, out: Stage, conv: Stage, pad: Stage | None, target: Target,
@@ -578,18 +574,26 @@ def _schedule_direct(s: Schedule, out: Stage, conv: Stage, pad: Stage | None, ta
     if depthwise:
         rh, rw = reduce_axes
         conv.reorder(rh, rw, *inner)
-        if k.unroll_kw:
-            conv.unroll(rw)
+        _register_tile(conv, k, rw, None, inner)
     else:
         rc, rh, rw, ri = reduce_axes
         conv.reorder(rc, rh, rw, ri, *inner)
-        if k.unroll_kw:
-            conv.unroll(rw)
-        if k.unroll_ii or extent(ri) <= 4:  # a short channel loop (an RGB input): unrolled
-            conv.unroll(ri)
-    conv.unroll(inner[0])
-    conv.unroll(inner[1])
-    conv.vectorize(inner[2])
+        _register_tile(conv, k, rw, ri, inner)
+
+
+def _register_tile(conv: Stage, k: ConvKnobs, rw: object, ri: object | None,
+                   inner: Sequence[object]) -> None:
+    """The register tile's loops, `inner` = (channel blocks, columns, lanes): the
+    kernel-width taps `rw` unrolled with unroll_kw, a block's input channels `ri` (None:
+    depthwise) with unroll_ii or where there are at most 4 (an RGB input), the blocks and
+    columns unrolled, the lanes vectorized."""
+    if k.unroll_kw:
+        conv.unroll(rw)  # type: ignore[arg-type]
+    if ri is not None and (k.unroll_ii or extent(ri) <= 4):
+        conv.unroll(ri)  # type: ignore[arg-type]
+    conv.unroll(inner[0])  # type: ignore[arg-type]
+    conv.unroll(inner[1])  # type: ignore[arg-type]
+    conv.vectorize(inner[2])  # type: ignore[arg-type]
 
 
 # -- layout transform -----------------------------------------------------------------------
