@@ -158,7 +158,6 @@ def row_wasm(model, feeds, runs, work):
     import ember
 
     script = ember.export_wasm(model, work / "web", name="model")
-    wasm = work / "web" / "model.wasm"
     inputs, outputs = work / "web-in", work / "web-out"
     inputs.mkdir()
     outputs.mkdir()

@@ -4,18 +4,20 @@
     python benchmarks/models.py --models resnet18 bert-tiny --threads 2 --json
     python benchmarks/models.py --systems ember onnxruntime --runs 50
 
-Each system (ember; onnxruntime with every graph optimization; torch: the zoo's ONNX model
-through onnx2torch, eager under inference_mode; torch-compile: that module through
-torch.compile, inductor's default mode; tvm: the relax ONNX frontend, relax.build's
-default pipeline for this CPU) runs in its own worker process (benchmarks/peers.py) at
-batch 1 with the same thread count, so each peak RSS is that system's own. The workers
-build one at a time, then take turns: each turn is one untimed run (for runs under 0.5 s)
-and a block of timed runs, in a rotating order, so machine noise is shared. Latency is the
-median of --runs timed runs after warm-up; a system slower than --max-seconds / --runs
-gets fewer runs (at least --min-runs; the count is reported). Build times (ember's cold and
-warm compile, TVM's relax.build, torch.compile's first call: cold at the first thread count,
-from inductor's cache after) are reported apart from latency. Peak RSS is the worker's
-VmHWM during inference, reset after the build; peak_rss_total_mb includes the build.
+Each system (ember; ember-tuned: ember with the best record per task of the tuning database
+--db, as `benchmarks/tune.py` compares it, not in the default set; onnxruntime with every
+graph optimization; torch: the zoo's ONNX model through onnx2torch, eager under
+inference_mode; torch-compile: that module through torch.compile, inductor's default mode;
+tvm: the relax ONNX frontend, relax.build's default pipeline for this CPU) runs in its own
+worker process (benchmarks/peers.py) at batch 1 with the same thread count, so each peak RSS
+is that system's own. The workers build one at a time, then take turns: each turn is one
+untimed run (for runs under 0.5 s) and a block of timed runs, in a rotating order, so
+machine noise is shared. Latency is the median of --runs timed runs after warm-up; a system
+slower than --max-seconds / --runs gets fewer runs (at least --min-runs; the count is
+reported). Build times (ember's cold and warm compile, TVM's relax.build, torch.compile's
+first call: cold at the first thread count, from inductor's cache after) are reported apart
+from latency. Peak RSS is the worker's VmHWM during inference, reset after the build;
+peak_rss_total_mb includes the build.
 Peers that are not installed (pip install 'ember[bench]') or cannot build a model show as
 "n/a (reason)". --json prints a list of objects with keys model, threads, system,
 median_ms, peak_rss_mb (and more).
@@ -88,7 +90,7 @@ def measure_threads(name: str, threads: int, systems: list[str], paths: tuple[st
             rows[system]["error"] = reason
             continue
         worker = Worker(system, *paths, threads, workdir, cache,
-                        cold and system.startswith("ember"))
+                        cold and system.startswith("ember"), args.db or "")
         log(f"  {name} threads={threads}: building {system} ...")
         try:
             info = worker.start(args.build_timeout)
@@ -144,10 +146,12 @@ def measure_threads(name: str, threads: int, systems: list[str], paths: tuple[st
     for system, row in rows.items():
         if system != "ember" and ember_ms and row["median_ms"]:
             row["ember_ratio"] = round(ember_ms / row["median_ms"], 3)
-    if ember_ms and rows.get("onnxruntime", {}).get("median_ms"):
-        ort_ms = rows["onnxruntime"]["median_ms"]
-        rows["ember"].update(ember_ms=ember_ms, onnxruntime_ms=ort_ms,
-                             ratio=round(ember_ms / ort_ms, 3))
+    ort_ms = rows.get("onnxruntime", {}).get("median_ms")
+    for system in ("ember", "ember-tuned"):
+        own_ms = rows.get(system, {}).get("median_ms")
+        if own_ms and ort_ms:
+            rows[system].update(ember_ms=own_ms, onnxruntime_ms=ort_ms,
+                                ratio=round(own_ms / ort_ms, 3))
     return list(rows.values())
 
 
@@ -189,6 +193,8 @@ def print_progress(batch: list[dict[str, Any]]) -> None:
         if r["system"] != "ember" or "ratio" not in r:
             value = f"{r['median_ms']:.2f} ms" if r["median_ms"] is not None else \
                 f"n/a ({r.get('error', '')})"
+            if "ratio" in r:
+                value += f"  ratio {r['ratio']:5.2f}"
             print(f"{r['model']:>13} threads={r['threads']} {r['system']:<12} {value}",
                   flush=True)
 
@@ -202,8 +208,10 @@ def _cell(row: dict[str, Any], key: str, fmt: str) -> str:
 def table(rows: list[dict[str, Any]], systems: list[str]) -> str:
     """The markdown table: latency, ember's ratio to each peer, peak RSS of each."""
     peers = [s for s in systems if s != "ember"]
+    tuned = "ember-tuned" in systems and "onnxruntime" in systems
     head = (["model", "threads"] + [f"{s} ms" for s in systems]
             + ([f"ember/{p}" for p in peers] if "ember" in systems else [])
+            + (["ember-tuned/onnxruntime"] if tuned else [])
             + [f"{s} RSS MB" for s in systems])
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     keys = list(dict.fromkeys((r["model"], r["threads"]) for r in rows))
@@ -212,6 +220,8 @@ def table(rows: list[dict[str, Any]], systems: list[str]) -> str:
         cells = [model, str(threads)] + [_cell(by[s], "median_ms", ".2f") for s in systems]
         if "ember" in systems:
             cells += [_cell(by[p], "ember_ratio", ".2f") for p in peers]
+        if tuned:
+            cells.append(_cell(by["ember-tuned"], "ratio", ".2f"))
         cells += [_cell(by[s], "peak_rss_mb", ".0f") for s in systems]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -247,7 +257,8 @@ def details(rows: list[dict[str, Any]]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="*", default=MODELS)
-    parser.add_argument("--systems", nargs="*", default=SYSTEMS, choices=SYSTEMS)
+    parser.add_argument("--systems", nargs="*", choices=SYSTEMS,
+                        default=[s for s in SYSTEMS if s != "ember-tuned"])
     parser.add_argument("--threads", type=int, nargs="*", default=[2, 1])
     parser.add_argument("--runs", type=int, default=30, help="timed runs per system")
     parser.add_argument("--warmup", type=int, default=3, help="untimed runs after the build")
@@ -260,8 +271,12 @@ def main() -> None:
                         help="seconds a system may take to build one model")
     parser.add_argument("--gap", type=float, default=0.3,
                         help="seconds between turns: longer than a peer's threads spin after a run")
+    parser.add_argument("--db", default=None,
+                        help="tuning database for ember-tuned (ember with its best records)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
+    if "ember-tuned" in args.systems and not args.db:
+        parser.error("ember-tuned needs --db, the tuning database whose records it applies")
     os.environ["PYTHONPATH"] = os.pathsep.join(
         [ROOT] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
     systems = [s for s in SYSTEMS if s in args.systems]

@@ -34,8 +34,9 @@ from typing import Any
 
 import numpy as np
 
-SYSTEMS = ["ember", "ember-jit", "onnxruntime", "torch", "torch-compile", "tvm"]
-MODULES = {"ember": "ember", "ember-jit": "ember", "onnxruntime": "onnxruntime",
+SYSTEMS = ["ember", "ember-tuned", "ember-jit", "onnxruntime", "torch", "torch-compile", "tvm"]
+MODULES = {"ember": "ember", "ember-tuned": "ember", "ember-jit": "ember",
+           "onnxruntime": "onnxruntime",
            "torch": "onnx2torch", "torch-compile": "onnx2torch", "tvm": "tvm"}
 INSTALL = "pip install 'ember[bench]'"
 
@@ -66,23 +67,25 @@ Run = Callable[[], list[np.ndarray]]
 _EXPORT = """
 import json, sys, time
 from ember.driver import export_library
-path, out, cache, cold = sys.argv[1:]
+path, out, cache, cold, db = sys.argv[1:]
 info = {}
+db = db or None
 if cold == "cold":
     start = time.perf_counter()
-    export_library(path, out, cache=cache)
+    export_library(path, out, cache=cache, tuning_db=db)
     info["compile_cold_s"] = round(time.perf_counter() - start, 2)
 start = time.perf_counter()
-export_library(path, out, cache=cache)
+export_library(path, out, cache=cache, tuning_db=db)
 info["compile_warm_s"] = round(time.perf_counter() - start, 2)
 print(json.dumps(info))
 """
 
 
 def build_ember(path: str, feeds: dict[str, np.ndarray], threads: int,
-                info: dict[str, Any], cache: str, cold: bool) -> Run:
+                info: dict[str, Any], cache: str, cold: bool, tuning_db: str = "") -> Run:
     """A child process exports the model as one shared library; this process only loads it
-    (ctypes + numpy: llvmlite and the compiler stay out of its memory)."""
+    (ctypes + numpy: llvmlite and the compiler stay out of its memory). ember-tuned: the
+    export applies the best record per task from the tuning database `tuning_db`."""
     import shutil
     import tempfile
 
@@ -92,7 +95,8 @@ def build_ember(path: str, feeds: dict[str, np.ndarray], threads: int,
     try:
         library = os.path.join(directory, "model.so")
         done = subprocess.run([sys.executable, "-c", _EXPORT, path, library, cache,
-                               "cold" if cold else "warm"], capture_output=True, text=True,
+                               "cold" if cold else "warm", tuning_db],
+                              capture_output=True, text=True,
                               check=False)
         if done.returncode != 0:
             lines = done.stderr.strip().splitlines() or ["(no output)"]
@@ -348,11 +352,12 @@ def build_tvm(path: str, feeds: dict[str, np.ndarray], threads: int,
     return run
 
 
-IMPORTS = {"ember": ["ember.runtime.library"], "ember-jit": ["ember"],
+IMPORTS = {"ember": ["ember.runtime.library"], "ember-tuned": ["ember.runtime.library"],
+           "ember-jit": ["ember"],
            "onnxruntime": ["onnxruntime"], "torch": ["torch", "onnx", "onnx2torch"],
            "torch-compile": ["torch", "onnx", "onnx2torch"],
            "tvm": ["onnx", "tvm", "tvm.relax"]}
-BUILDERS = {"ember": build_ember, "ember-jit": build_ember_jit,
+BUILDERS = {"ember": build_ember, "ember-tuned": build_ember, "ember-jit": build_ember_jit,
             "onnxruntime": build_onnxruntime, "torch": build_torch,
             "torch-compile": build_torch_compile, "tvm": build_tvm}
 
@@ -384,6 +389,9 @@ def _reset_peak() -> bool:
 def worker_main(argv: Sequence[str]) -> None:
     system, path, feeds_path, threads, outputs = argv[:5]
     cache, cold = (argv[5], argv[6] == "cold") if len(argv) > 5 else ("", False)
+    options: dict[str, Any] = {"cache": cache, "cold": cold}
+    if system == "ember-tuned":
+        options["tuning_db"] = argv[7]
     channel = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # library chatter on stdout must not corrupt the channel
     sys.stdout = sys.stderr
@@ -401,7 +409,7 @@ def worker_main(argv: Sequence[str]) -> None:
             importlib.import_module(module)
         info["rss_imports_mb"] = _status_mb("VmRSS")
         start = time.perf_counter()
-        run = BUILDERS[system](path, feeds, int(threads), info, cache=cache, cold=cold)
+        run = BUILDERS[system](path, feeds, int(threads), info, **options)
         info["build_s"] = round(time.perf_counter() - start, 2)
         build_peak = _status_mb("VmHWM")
         reset = _reset_peak()
@@ -459,13 +467,14 @@ class Worker:
     """One system's worker process for one model at one thread count."""
 
     def __init__(self, system: str, model_path: str, feeds_path: str, threads: int,
-                 workdir: str, cache: str = "", cold: bool = False) -> None:
+                 workdir: str, cache: str = "", cold: bool = False, tuning_db: str = "") -> None:
         self.system, self.threads, self._workdir = system, threads, workdir
         self.outputs = os.path.join(workdir, f"{system}-{threads}.npz")
         self.log = os.path.join(workdir, f"{system}-{threads}.log")
         self.info: dict[str, Any] = {}
         self._argv = [sys.executable, os.path.abspath(__file__), "worker", system, model_path,
-                      feeds_path, str(threads), self.outputs, cache, "cold" if cold else "warm"]
+                      feeds_path, str(threads), self.outputs, cache, "cold" if cold else "warm",
+                      tuning_db]
         self._proc: subprocess.Popen[bytes] | None = None
         self._buffer = b""
         self.full_error = ""

@@ -1,14 +1,17 @@
 """Tuning benchmark: tune a zoo model for a fixed budget, then time the default build, the
-tuned build and onnxruntime side by side in one process, interleaved.
+tuned build and onnxruntime side by side, each in its own process, taking turns.
 
     python benchmarks/tune.py --model resnet18 --budget 480 --threads 1
 
-What the figures are: median seconds per model run over `--runs` interleaved rounds (one
-call of each system per round, after warm-up), the same inputs, `--threads` threads for
-every system; the tuned build applies the best record per task from this run's database
-(and any earlier records for this CPU in it). Per task: the default and best kernel
-medians measured by the tuner (the kernel alone, its weights rotated through copies spanning
-128 MiB so they come from memory as in the model, unless --warm-cache).
+What the figures are: the median of `--runs` timed runs per system, each system (ember's
+default build, ember tuned, onnxruntime) in its own worker process, taking turns in blocks
+of 5 runs, as `benchmarks/models.py` measures (this uses its workers), the same inputs,
+`--threads` threads for every system; the tuned build applies the best record per task from
+this run's database (and any earlier records for this CPU in it). Every system's outputs are
+checked against onnxruntime's. `--budget 0` with an existing `--db` only compares. Per task:
+the default and best kernel medians measured by the tuner (the kernel alone, its weights
+rotated through copies spanning 128 MiB so they come from memory as in the model, unless
+--warm-cache).
 """
 
 from __future__ import annotations
@@ -22,6 +25,9 @@ import tempfile
 import time
 
 import numpy as np
+
+SYSTEMS = ["ember", "ember-tuned", "onnxruntime"]
+NAMES = {"ember": "ember default", "ember-tuned": "ember tuned", "onnxruntime": "onnxruntime"}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -53,8 +59,11 @@ def main(argv: list[str] | None = None) -> int:
     from ember.target_facts import host_cpu_model
     from ember.zoo import MODELS, build_model, random_inputs
 
-    sys.path.insert(0, os.path.dirname(__file__))
-    from peers import ort_session
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from models import ROOT, measure_threads
+
+    os.environ["PYTHONPATH"] = os.pathsep.join(  # the workers import this checkout's ember
+        [ROOT] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
 
     threadpool.set_num_threads(args.threads)
     target = f"llvm -num-cores={args.threads}"
@@ -72,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{len(tasks)} tasks ({sum(t.weight for t in tasks)} groups) in "
           f"{time.perf_counter() - start:.1f} s", file=sys.stderr)
     start = time.perf_counter()
-    settings = MeasureSettings(repeat=5, timeout=args.timeout, 
+    settings = MeasureSettings(repeat=5, timeout=args.timeout,
                                cold_weight_bytes=0 if args.warm_cache else COLD_WEIGHT_BYTES)
     with TuningDatabase(db_path) as db, LocalRunner(settings, workers=args.workers) as runner:
         states = tune(tasks, db, runner, trials=args.trials, budget_seconds=args.budget,
@@ -81,28 +90,18 @@ def main(argv: list[str] | None = None) -> int:
     table = summary(states)
     print(table)
 
-    default = ember.compile(path, target=target)
-    tuned = ember.compile(path, target=target, tuning_db=db_path)
-    session = ort_session(path, args.threads)
-    names = [o.name for o in session.get_outputs()]
-    want = session.run(names, feeds)
-    for system in (default, tuned):
-        got = system.run(feeds)
-        for g, w in zip(got, want):
-            np.testing.assert_allclose(g, w, rtol=2e-3, atol=2e-3)
-    systems = {"ember default": lambda: default.run(feeds),
-               "ember tuned": lambda: tuned.run(feeds),
-               "onnxruntime": lambda: session.run(names, feeds)}
-    times: dict[str, list[float]] = {k: [] for k in systems}
-    for _ in range(3):
-        for run in systems.values():
-            run()
-    for _ in range(args.runs):
-        for name, run in systems.items():
-            t0 = time.perf_counter()
-            run()
-            times[name].append(time.perf_counter() - t0)
-    medians = {k: float(np.median(v)) for k, v in times.items()}
+    np.savez(feeds_path := os.path.join(work, "inputs.npz"), **feeds)
+    compare = argparse.Namespace(runs=args.runs, warmup=3, block=5, min_runs=5,
+                                 max_seconds=120.0, build_timeout=1200.0, gap=0.3,
+                                 db=db_path)
+    rows = measure_threads(args.model, args.threads, SYSTEMS, (path, feeds_path), work,
+                           os.path.join(work, "ember-cache"), True, compare)
+    failed = [f"{r['system']}: {r['error']}" for r in rows if r.get("error")]
+    if failed:
+        print("comparison failed: " + "; ".join(failed), file=sys.stderr)
+        return 1
+    medians = {NAMES[r["system"]]: r["median_ms"] / 1e3 for r in rows}
+    errors_vs_ort = {NAMES[r["system"]]: r.get("max_rel_error") for r in rows}
     ort = medians["onnxruntime"]
     trials = sum(s.trials for s in states)
     errors = sum(s.errors for s in states)
@@ -114,15 +113,21 @@ def main(argv: list[str] | None = None) -> int:
           f"search {args.search}")
     print(f"tuning: {tuning_seconds:.0f} s, {trials} trials ({errors} errors), "
           f"{len(tasks)} tasks, {applied} with a record better than the default")
-    print("| system | median ms | vs onnxruntime |")
-    print("|---|---|---|")
+    print("| system | median ms | vs onnxruntime | max rel error vs onnxruntime |")
+    print("|---|---|---|---|")
     for name, m in medians.items():
-        print(f"| {name} | {m * 1e3:.2f} | {m / ort:.2f}x |")
+        error = errors_vs_ort[name]
+        print(f"| {name} | {m * 1e3:.2f} | {m / ort:.2f}x | "
+              f"{'' if error is None else f'{error:.1e}'} |")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"medians": medians, "trials": trials, "errors": errors,
                        "tuning_seconds": tuning_seconds, "tasks": len(tasks),
                        "table": table, "cpu": host_cpu_model()}, f, indent=1)
+    worst = max((e for e in errors_vs_ort.values() if e is not None), default=0.0)
+    if worst > 2e-3:
+        print(f"ember's outputs differ from onnxruntime's by {worst:.1e}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -148,7 +148,8 @@ class RemoteModel:
         outputs = []
         for spec in self.outputs[:count]:
             (size,), at = struct.unpack_from("<Q", reply, at), at + 8
-            outputs.append(np.frombuffer(reply, numpy_dtype(spec.dtype), size // numpy_dtype(spec.dtype).itemsize,
+            dtype = numpy_dtype(spec.dtype)
+            outputs.append(np.frombuffer(reply, dtype, size // dtype.itemsize,
                                          at).reshape(spec.shape).copy())
             at += size
         (runs,), at = struct.unpack_from("<I", reply, at), at + 4

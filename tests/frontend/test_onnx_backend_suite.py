@@ -17,7 +17,6 @@ import onnx.backend.test
 import pytest
 
 from ember import onnx_backend
-from ember.target import Target
 from tests.benchmark_modules import load_benchmark
 
 from .expected_failures import EXPECTED_FAILURES

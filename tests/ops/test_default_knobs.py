@@ -280,10 +280,10 @@ def test_avx2_tiles_keep_12_accumulators_and_fit_the_registers() -> None:
 
 def test_weights_from_l2_rule() -> None:
     """A tile whose blocks' weights overflow half of L1 reads them from L2 for every column
-    tile, 0.9 x 32 bytes a cycle (0.9 ymm, 0.45 zmm): on AVX2, 2048->512 at 7x7 (64 KiB of weights a block) would
-    take 8 from L2 for 8 FMAs with 1 column x 8 blocks; at 14x14 with 12 blocks, 2 x 6 (a
-    divisor of 14) while the weights stay in L1, 3 x 4 (4 weight vectors a step, not 6)
-    once they come from L2; Zen 4's single FMA pipe keeps its tile either way."""
+    tile, 0.9 x 32 bytes a cycle (0.9 ymm, 0.45 zmm): on AVX2, 2048->512 at 7x7 (64 KiB of weights a
+    block) would take 8 from L2 for 8 FMAs with 1 column x 8 blocks; at 14x14 with 12 blocks, 2 x 6
+    (a divisor of 14) while the weights stay in L1, 3 x 4 (4 weight vectors a step, not 6) once they
+    come from L2; Zen 4's single FMA pipe keeps its tile either way."""
     skylake, zen4 = Target(OTHERS["skylake"]).facts, Target(ZEN4).facts
     assert tile_efficiency(skylake, 8, 9, 8) == pytest.approx(4 / (8 / 0.9))
     assert tile_efficiency(skylake, 12, 8, 6) == pytest.approx(6 / (6 / 0.9))
