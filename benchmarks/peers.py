@@ -67,18 +67,24 @@ Run = Callable[[], list[np.ndarray]]
 _EXPORT = """
 import json, sys, time
 from ember.driver import export_library
-path, out, cache, cold, db = sys.argv[1:]
+path, out, cache, cold, db, target = sys.argv[1:]
 info = {}
 db = db or None
 if cold == "cold":
     start = time.perf_counter()
-    export_library(path, out, cache=cache, tuning_db=db)
+    export_library(path, out, target=target, cache=cache, tuning_db=db)
     info["compile_cold_s"] = round(time.perf_counter() - start, 2)
 start = time.perf_counter()
-export_library(path, out, cache=cache, tuning_db=db)
+export_library(path, out, target=target, cache=cache, tuning_db=db)
 info["compile_warm_s"] = round(time.perf_counter() - start, 2)
 print(json.dumps(info))
 """
+
+
+def _target(threads: int) -> str:
+    """ember's target for a run on `threads` threads: this CPU, its schedules split for that
+    many (and the tuning records made for it apply)."""
+    return f"llvm -num-cores={threads}"
 
 
 def build_ember(path: str, feeds: dict[str, np.ndarray], threads: int,
@@ -95,7 +101,7 @@ def build_ember(path: str, feeds: dict[str, np.ndarray], threads: int,
     try:
         library = os.path.join(directory, "model.so")
         done = subprocess.run([sys.executable, "-c", _EXPORT, path, library, cache,
-                               "cold" if cold else "warm", tuning_db],
+                               "cold" if cold else "warm", tuning_db, _target(threads)],
                               capture_output=True, text=True,
                               check=False)
         if done.returncode != 0:
@@ -106,6 +112,7 @@ def build_ember(path: str, feeds: dict[str, np.ndarray], threads: int,
     finally:
         shutil.rmtree(directory, ignore_errors=True)
     plan = model.metadata["plan"]
+    info["tuned_groups"] = len(model.metadata.get("tuned", []))
     info.update(workspace_mb=round(plan["workspace_bytes"] / 2**20, 2),
                 peak_live_mb=round(plan["peak_live_bytes"] / 2**20, 2),
                 naive_mb=round(plan["naive_bytes"] / 2**20, 2),
@@ -122,11 +129,11 @@ def build_ember_jit(path: str, feeds: dict[str, np.ndarray], threads: int,
 
     if cold:  # the first worker of a model compiles with an empty cache, then again warm
         start = time.perf_counter()
-        ember.compile(path, cache=cache)
+        ember.compile(path, target=_target(threads), cache=cache)
         info["compile_cold_s"] = round(time.perf_counter() - start, 2)
         gc.collect()
     start = time.perf_counter()
-    compiled = ember.compile(path, cache=cache)
+    compiled = ember.compile(path, target=_target(threads), cache=cache)
     info["compile_warm_s"] = round(time.perf_counter() - start, 2)
     plan = compiled.memory_plan
     info.update(workspace_mb=round(plan.workspace_bytes / 2**20, 2),

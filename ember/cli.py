@@ -215,6 +215,7 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
               f"{len(meta['plan']['calls'])} kernel calls")
         plan = meta["plan"]
         _print_memory(plan["workspace_bytes"], plan["naive_bytes"], plan["peak_live_bytes"])
+        _print_tuned(meta.get("knobs", {}), meta.get("tuned", []), "its tuning database")
         return 0
     if _is_compiled(args.model):
         from ember.lowering.saved import load_compiled
@@ -237,7 +238,41 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     memory = plan_memory(graph)
     print(f"{len(groups)} fused groups, {len({g.key for g in groups})} distinct kernels")
     _print_memory(memory.workspace_bytes, memory.naive_bytes, memory.peak_live_bytes)
+    if args.db is not None:
+        from ember.autotune.apply import database_knobs
+        from ember.lowering.compile import choose_knobs, knobs_table
+        from ember.driver import resolve_target
+
+        target = resolve_target(args.target)
+        chosen = database_knobs(args.db, target)
+        table = knobs_table(choose_knobs(fused_groups(graph, True, target), target, chosen))
+        _print_tuned(table, sorted(chosen.applied), f"'{args.db}'")
+        if not chosen.applied:
+            _print_other_targets(args.db, target)
     return 0
+
+
+def _print_other_targets(path: str, target: Any) -> None:
+    """Say which targets a database's records were made for when none apply to `target`
+    (a record applies only on the CPU and thread count it was measured with)."""
+    from ember.autotune.database import TuningDatabase
+
+    with TuningDatabase(path, readonly=True) as db:
+        others = sorted({r.target for r in db.records(ok_only=True)
+                         if r.fingerprint != target.fingerprint})
+    if others:
+        print(f"  (records there were made for other targets: {', '.join(others[:5])}; "
+              f"this is '{target}')")
+
+
+def _print_tuned(table: dict[str, dict[str, Any]], tuned: Sequence[str], source: str) -> None:
+    """Which groups run with knobs from tuning records (and those knobs)."""
+    print(f"tuned knobs: {len(tuned)} of {len(table)} groups with knobs, from {source}"
+          + (":" if tuned else ""))
+    for name in tuned:
+        values = ", ".join(f"{k}={v}" for k, v in table.get(name, {}).items()
+                           if k != "family")
+        print(f"  {name} ({table.get(name, {}).get('family', '?')}): {values}")
 
 
 def _print_memory(planned: int, naive: int, peak: int) -> None:

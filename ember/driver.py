@@ -230,6 +230,7 @@ def compile(model: Any, target: str | Target = "llvm", opt_level: int = 3,
     built = _prepare(model, tgt, opt_level, input_shapes, cache, jobs, progress,
                      _prepack_default(prepack), knobs=knobs, example_inputs=example_inputs)
     built.timings["import"] += imported
+    built.stats["tuned"] = _tuned(knobs)
     timings = built.timings
     linked = link(built.plan, built.objects, tgt)
     timings["link"] = time.perf_counter() - start - sum(timings.values())
@@ -242,6 +243,11 @@ def compile(model: Any, target: str | Target = "llvm", opt_level: int = 3,
     compiled.stats["seconds"] = timings
     compiled.memory_plan = built.memory
     return compiled
+
+
+def _tuned(knobs: KnobsArg) -> list[str]:
+    """The fused groups whose knobs a tuning database's record gave (none without one)."""
+    return sorted(getattr(knobs, "applied", {}))
 
 
 def _exportable(model: Any) -> None:
@@ -279,6 +285,7 @@ def export_library(model: Any, path: str | os.PathLike[str], target: str | Targe
         knobs = database_knobs(tuning_db, tgt)
     built = _prepare(model, tgt, opt_level, input_shapes, cache, jobs, progress,
                      _prepack_default(prepack) and tgt.is_host, pic=True, knobs=knobs)
+    built.stats["tuned"] = _tuned(knobs)
     return export.write_library(built, tgt, cc, out)
 
 

@@ -2,7 +2,8 @@
 becomes that group's knobs (through `ember.compile(..., knobs=...)`).
 
     model = ember.compile("resnet18.onnx", tuning_db="tune.sqlite")
-    model.stats["knobs"]        # the groups that got tuned knobs, with their values
+    model.stats["tuned"]        # the groups whose knobs came from a record
+    model.stats["knobs"]        # every group's knobs (family and values)
 
 Only records measured on the same target fingerprint apply: a record from another CPU or
 thread count never applies silently. A task's best record applies only where the task's

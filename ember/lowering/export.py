@@ -176,16 +176,21 @@ def main_object(plan: Any, target: Target) -> bytes:
     return jit.emit_object([main_function(plan)], target)
 
 
-def metadata(plan: Any, target: Target) -> dict[str, Any]:
+def metadata(plan: Any, target: Target, stats: dict[str, Any] | None = None
+             ) -> dict[str, Any]:
     """What the loader reads: format, versions, target and the plan (inputs, outputs,
-    output sources, workspace and constant bytes, kernel calls)."""
+    output sources, workspace and constant bytes, kernel calls); and for the user, from the
+    compile's `stats`, each group's knobs (name -> family and values) and the groups whose
+    knobs came from tuning records."""
+    stats = stats or {}
     from ember.version import __version__
     from ember.lowering.cache import compiler_version
 
     return {"format": library.FORMAT, "ember_version": __version__,
             "compiler": compiler_version(), "target": str(target), "triple": target.triple,
             "cpu": target.cpu, "features": list(target.code_features),
-            "requires": required_features(target), "plan": json.loads(plan.to_json())}
+            "requires": required_features(target), "plan": json.loads(plan.to_json()),
+            "knobs": dict(stats.get("knobs", {})), "tuned": list(stats.get("tuned", []))}
 
 
 def data_assembly(constant_bytes: int, metadata_bytes: int, sizes: Sequence[int] = ()) -> str:
@@ -225,7 +230,7 @@ def _write_objects(built: Any, target: Target, work: Path) -> list[str]:
 
 def _write_data(built: Any, target: Target, work: Path) -> list[str]:
     built.blob[:built.plan.constant_bytes].tofile(work / CONSTANTS_FILE)
-    meta = metadata(built.plan, target)
+    meta = metadata(built.plan, target, built.stats)
     text = json.dumps(meta, separators=(",", ":")).encode()
     (work / METADATA_FILE).write_bytes(text)
     sizes = library.plan_sizes(meta["plan"], len(text))

@@ -318,3 +318,41 @@ def test_task_kernels_are_timed_on_64_byte_aligned_arguments():
     for task in extract_tasks(_two_conv_model(), TARGET):
         kernel = task.build(None)
         assert all(a.ctypes.data % 64 == 0 for a in kernel.args), task.description
+
+
+def test_tuned_groups_are_reported(model, tasks, tmp_path, capsys):
+    """The groups whose knobs came from records: in compile stats, in an exported library's
+    metadata and in `ember inspect --db` (for the .onnx and the .so); for another target,
+    inspect names the targets the records were made for."""
+    from ember.cli import main
+    from ember.driver import export_library
+    from ember.runtime.library import load_library
+
+    heavy = next(t for t in tasks if t.family == "ConvKnobs" and t.weight == 2)
+    point = next(p for p in heavy.space().points() if p != heavy.default_point())
+    fingerprint = Target(TARGET).fingerprint
+    db_path, onnx_path = tmp_path / "db.sqlite", tmp_path / "convs.onnx"
+    onnx.save(model, onnx_path)
+    with TuningDatabase(db_path) as db:
+        for knobs, cost in ((point, 1e-9), (heavy.default_point(), 1e-8)):
+            db.add(Record(heavy.key, heavy.family, heavy.description, TARGET, fingerprint,
+                          knobs, (cost,), None, None, "test", time.time()))
+    compiled = ember.compile(model, target=TARGET, tuning_db=db_path, cache=False)
+    assert compiled.stats["tuned"] == sorted(heavy.groups)
+    assert ember.compile(model, target=TARGET, cache=False).stats["tuned"] == []
+    library = export_library(model, tmp_path / "convs.so", target=TARGET, tuning_db=db_path,
+                             cache=False)
+    meta = load_library(library).metadata
+    assert meta["tuned"] == sorted(heavy.groups)
+    for name in heavy.groups:
+        assert {k: meta["knobs"][name][k] for k in point} == point
+    capsys.readouterr()
+    for args in ([str(onnx_path), "--db", str(db_path), "--target", TARGET], [str(library)]):
+        assert main(["inspect", *args]) == 0
+        out = capsys.readouterr().out
+        assert f"tuned knobs: {len(heavy.groups)} of " in out
+        assert all(f"  {name} (ConvKnobs): " in out for name in heavy.groups)
+    assert main(["inspect", str(onnx_path), "--db", str(db_path),
+                 "--target", "llvm -num-cores=2"]) == 0
+    out = capsys.readouterr().out
+    assert "tuned knobs: 0 of " in out and f"made for other targets: {TARGET};" in out
