@@ -9,7 +9,10 @@ Only records measured on the same target fingerprint apply: a record from anothe
 thread count never applies silently. A task's best record applies only where the task's
 default was measured too (successfully) and was slower, timed the same way (cold or warm
 weights) as the task's newest record, and only a record that names every knob of the task's
-space (records made before a knob joined it were measured on other kernels).
+space (records made before a knob joined it were measured on other kernels). Where the
+tuner confirmed a task (its default and fastest candidates timed again in turns, records of
+role 'confirm'), those records decide: the candidate with the lowest median there applies
+if it beats the default's median there; else the fastest record against the default's.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import math
 import os
 from collections.abc import Mapping
 
-from ember.autotune.database import Record, TuningDatabase, knobs_json
+from ember.autotune.database import Record, TuningDatabase, confirmed_costs, knobs_json
 from ember.autotune.task import task_key
 from ember.errors import TuningError
 from ember.autotune.lowering import knob_family
@@ -40,6 +43,7 @@ class DatabaseKnobs:
         # file is not held open while compiling)
         self.ranked: dict[str, list[Record]] = {}   # per task, fastest first
         self.costs: dict[str, dict[str, float]] = {}
+        self.confirmed: dict[str, dict[str, float]] = {}   # per task, confirmation medians
         records = db.records(fingerprint=self.fingerprint, ok_only=True)
         # a task's records timed like its newest one (cold and warm times never compared)
         timing = {r.task_key: r.timing for r in sorted(records, key=lambda r: r.timestamp)}
@@ -50,6 +54,8 @@ class DatabaseKnobs:
             seen = self.costs.setdefault(r.task_key, {})
             name = knobs_json(r.knobs)
             seen[name] = min(seen.get(name, math.inf), r.best)
+        for key, ranked in self.ranked.items():
+            self.confirmed[key] = confirmed_costs(ranked)
         self.applied: dict[str, str] = {}   # group name -> task key of the record applied
 
     def __call__(self, group: FusedGroup, task: Task) -> Knobs | None:
@@ -68,21 +74,32 @@ class DatabaseKnobs:
         # build now); knobs the family does not have are an error below
         names = set(family.space(task).choices)
         fields = {f.name for f in dataclasses.fields(family)}
-        record = next((r for r in self.ranked.get(key, ()) if names <= set(r.knobs)
-                       or not set(r.knobs) <= fields), None)
+        usable = [r for r in self.ranked.get(key, ()) if names <= set(r.knobs)
+                  or not set(r.knobs) <= fields]
+        default = family.default(task)
+        values = default.to_dict()
+        confirmed = self.confirmed.get(key, {})
+        default_name = knobs_json({n: values[n] for n in names})
+        if default_name in confirmed:  # the confirmation decides
+            usable = sorted((r for r in usable if knobs_json(r.knobs) in confirmed
+                             and knobs_json(r.knobs) != default_name),
+                            key=lambda r: confirmed[knobs_json(r.knobs)])
+            costs = confirmed
+        else:
+            costs = self.costs.get(key, {})
+        record = usable[0] if usable else None
         if record is None or record.family != family.family():
             return None
         where = f"tuning record of task {record.task} in '{self.path}': "
-        default = family.default(task)
         try:
             knobs = default.replace(**dict(record.knobs))
         except TypeError as error:
             raise TuningError(f"{where}knobs {dict(record.knobs)} do not fit "
                               f"{family.family()} ({error})") from None
         # only a record measured against the default, and faster, replaces it
-        values = default.to_dict()
-        default_cost = self.costs[key].get(knobs_json({n: values[n] for n in record.knobs}))
-        if default_cost is None or record.best >= default_cost:
+        default_cost = costs.get(knobs_json({n: values[n] for n in record.knobs}))
+        cost = costs.get(knobs_json(record.knobs), record.best)
+        if default_cost is None or cost >= default_cost:
             return None
         self.applied[group.name] = key
         return knobs

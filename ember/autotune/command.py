@@ -27,19 +27,34 @@ def parse_budget(text: str | None) -> float | None:
     return seconds
 
 
-def report(db: Any, fingerprint: str | None) -> str:
-    """Per task in the database: records, errors, default-vs-best where both are known."""
+def report(db: Any, fingerprint: str | None, defaults: dict[str, str] | None = None) -> str:
+    """Per task in the database: records, errors, the default's and the best's fastest run,
+    their ratio, and the ratio the tuner's confirmation measured (default over the fastest
+    confirmed candidate: what applies where above 1). `defaults`: task key -> the default's
+    knobs_json (the model's tasks); '-' where unknown."""
+    from ember.autotune.database import confirmed_costs, knobs_json
+
     by_task: dict[str, list] = {}
     for r in db.records(fingerprint=fingerprint):
         by_task.setdefault(r.task_key, []).append(r)
-    lines = [f"{'task':60} {'records':>7} {'errors':>6} {'best ms':>9} timing"]
-    for records in by_task.values():
+    lines = [f"{'task':60} {'records':>7} {'errors':>6} {'default ms':>10} {'best ms':>9} "
+             f"{'speedup':>7} {'confirmed':>9} timing"]
+    for key, records in by_task.items():
         # the best among the records timed like the newest one (cold and warm not compared)
         timing = max(records, key=lambda r: r.timestamp).timing
-        best = min((r.best for r in records if r.timing == timing), default=math.inf)
+        timed = [r for r in records if r.timing == timing]
+        best = min((r.best for r in timed), default=math.inf)
         errors = sum(1 for r in records if not r.ok)
-        lines.append(f"{records[0].task[:60]:60} {len(records):>7} {errors:>6} "
-                     f"{best * 1e3:>9.3f} {timing or '?'}")
+        default = (defaults or {}).get(key)
+        default_ms = min((r.best for r in timed if knobs_json(r.knobs) == default),
+                         default=math.inf)
+        confirmed = confirmed_costs(timed)
+        verdict = (f"{confirmed[default] / min(confirmed.values()):.2f}"
+                   if default in confirmed else "-")
+        speedup = f"{default_ms / best:.2f}" if math.isfinite(default_ms / best) else "-"
+        shown = f"{default_ms * 1e3:.3f}" if math.isfinite(default_ms) else "-"
+        lines.append(f"{records[0].task[:60]:60} {len(records):>7} {errors:>6} {shown:>10} "
+                     f"{best * 1e3:>9.3f} {speedup:>7} {verdict:>9} {timing or '?'}")
     return "\n".join(lines)
 
 
@@ -50,13 +65,16 @@ def run(args: argparse.Namespace, input_shapes: dict[str, Sequence[int]] | None)
     from ember.autotune.tuner import summary, tune
     from ember.target import Target
 
+    from ember.autotune.database import knobs_json
+
     target = Target(args.target)
     db_path = args.db or default_path()
     with TuningDatabase(db_path) as db:
-        if args.report:
-            print(report(db, target.fingerprint))
-            return 0
         tasks = extract_tasks(args.model, target, args.opt_level, input_shapes)
+        if args.report:
+            defaults = {t.key: knobs_json(t.default_point()) for t in tasks}
+            print(report(db, target.fingerprint, defaults))
+            return 0
         if args.tasks:
             wanted = {t.strip() for t in args.tasks.split(",")}
             tasks = [t for t in tasks if t.op in wanted or t.key[:8] in wanted]

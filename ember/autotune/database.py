@@ -10,7 +10,10 @@ record measured on another machine is never applied silently; it may still serve
 training data for the cost model (`records(fingerprint=None)`). Each record says how it was
 timed (`timing`: 'cold' weights or 'warm', '' for records of schema 1, which did not say):
 a task's best record is taken among the records timed like its newest one, never by
-comparing a cold time with a warm one.
+comparing a cold time with a warm one. Records of the tuner's confirmation (`role`
+'confirm': after the search, the default and the fastest candidates timed again in turns,
+several rounds) decide between them where a task has them (`confirmed_costs`): the fastest
+of hundreds of single measurements is partly the luckiest.
 """
 
 from __future__ import annotations
@@ -27,9 +30,10 @@ from typing import Any
 
 from ember.errors import TuningError
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 _COLUMNS = ("task_key", "family", "task", "target", "fingerprint", "knobs", "costs", "median",
-            "best", "error", "features", "version", "timestamp", "timing")
+            "best", "error", "features", "version", "timestamp", "timing", "role")
+CONFIRM = "confirm"  # the role of a confirmation's records
 _SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS records (
@@ -48,6 +52,7 @@ CREATE TABLE IF NOT EXISTS records (
     version TEXT NOT NULL,        -- ember version that measured it
     timestamp REAL NOT NULL,
     timing TEXT NOT NULL DEFAULT '',  -- 'cold' or 'warm' weights, '' unknown (schema 1)
+    role TEXT NOT NULL DEFAULT '',    -- 'confirm': timed again after the search ('' search)
     UNIQUE (task_key, fingerprint, knobs, timestamp)
 );
 CREATE INDEX IF NOT EXISTS records_task ON records (task_key, fingerprint);
@@ -77,6 +82,7 @@ class Record:
     version: str = ""
     timestamp: float = field(default_factory=time.time)
     timing: str = ""        # 'cold' or 'warm' (MeasureSettings.timing); '' unknown
+    role: str = ""          # CONFIRM: timed in the confirmation after the search
 
     @property
     def ok(self) -> bool:
@@ -85,11 +91,7 @@ class Record:
     @property
     def median(self) -> float:
         """Median seconds per run (infinite for a failed candidate)."""
-        if not self.ok:
-            return math.inf
-        ordered = sorted(self.costs)
-        mid = len(ordered) // 2
-        return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+        return _median(self.costs) if self.ok else math.inf
 
     @property
     def best(self) -> float:
@@ -101,7 +103,8 @@ class Record:
                 "target": self.target, "fingerprint": self.fingerprint,
                 "knobs": dict(self.knobs), "costs": list(self.costs), "error": self.error,
                 "features": None if self.features is None else list(self.features),
-                "version": self.version, "timestamp": self.timestamp, "timing": self.timing}
+                "version": self.version, "timestamp": self.timestamp, "timing": self.timing,
+                "role": self.role}
 
     @staticmethod
     def from_json(data: Mapping[str, Any], where: str = "record") -> Record:
@@ -113,7 +116,7 @@ class Record:
                           None if data.get("error") is None else str(data["error"]),
                           None if features is None else tuple(float(f) for f in features),
                           str(data.get("version", "")), float(data["timestamp"]),
-                          str(data.get("timing") or ""))
+                          str(data.get("timing") or ""), str(data.get("role") or ""))
         except (KeyError, TypeError, ValueError) as error:
             raise TuningError(f"{where}: not a tuning record ({type(error).__name__}: "
                               f"{error})") from None
@@ -146,7 +149,7 @@ class TuningDatabase:
                 self._db.execute("PRAGMA journal_mode = WAL")
                 self._db.executescript(_SCHEMA)
             version = self._db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
-            if version is not None and version[0] == "1":
+            if version is not None and version[0] in ("1", "2"):
                 _upgrade(self.path)
                 version = self._db.execute("SELECT value FROM meta WHERE key = 'schema'"
                                            ).fetchone()
@@ -269,17 +272,37 @@ class TuningDatabase:
 
 
 def _upgrade(path: Path) -> None:
-    """Schema 1 -> 2 in place, in one transaction (another process may be doing the same):
-    records say how they were timed; the old ones did not ('')."""
+    """An older schema to this one in place, in one transaction (another process may be
+    doing the same): 1 -> 2, records say how they were timed (the old ones did not: '');
+    2 -> 3, records say whether they were a confirmation (the old ones: '')."""
     db = sqlite3.connect(str(path), timeout=60.0, isolation_level=None)
     try:
         db.execute("BEGIN IMMEDIATE")
-        if db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone() == ("1",):
+        version = db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+        if version == ("1",):
             db.execute("ALTER TABLE records ADD COLUMN timing TEXT NOT NULL DEFAULT ''")
-            db.execute("UPDATE meta SET value = '2' WHERE key = 'schema'")
+        if version in (("1",), ("2",)):
+            db.execute("ALTER TABLE records ADD COLUMN role TEXT NOT NULL DEFAULT ''")
+            db.execute(f"UPDATE meta SET value = '{SCHEMA_VERSION}' WHERE key = 'schema'")
         db.execute("COMMIT")
     finally:
         db.close()
+
+
+def confirmed_costs(records: Iterable[Record]) -> dict[str, float]:
+    """Per candidate (knobs_json), the median of its fastest runs over its confirmation
+    records among `records` (a task's, timed one way); empty where it has none."""
+    runs: dict[str, list[float]] = {}
+    for r in records:
+        if r.role == CONFIRM and r.ok:
+            runs.setdefault(knobs_json(r.knobs), []).append(r.best)
+    return {k: _median(v) for k, v in runs.items()}
+
+
+def _median(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
 def _finite(x: float) -> float | None:
@@ -290,16 +313,17 @@ def _row(r: Record) -> tuple[Any, ...]:
     return (r.task_key, r.family, r.task, r.target, r.fingerprint, knobs_json(r.knobs),
             json.dumps(list(r.costs)), _finite(r.median), _finite(r.best), r.error,
             None if r.features is None else json.dumps(list(r.features)), r.version,
-            r.timestamp, r.timing)
+            r.timestamp, r.timing, r.role)
 
 
 def _record(row: tuple[Any, ...]) -> Record:
     (task_key, family, task, target, fingerprint, knobs, costs, _median, _best, error,
-     features, version, timestamp, timing) = row
+     features, version, timestamp, timing, role) = row
     return Record(task_key, family, task, target, fingerprint, json.loads(knobs),
                   tuple(json.loads(costs)), error,
                   None if features is None else tuple(json.loads(features)), version,
-                  timestamp, timing)
+                  timestamp, timing, role)
 
 
-__all__ = ["Record", "TuningDatabase", "default_path", "knobs_json"]
+__all__ = ["CONFIRM", "Record", "TuningDatabase", "confirmed_costs", "default_path",
+           "knobs_json"]

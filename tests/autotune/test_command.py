@@ -24,7 +24,10 @@ def test_tune_command_and_report(tmp_path, capsys):
         assert len(d) >= 2 and {r.family for r in d.records()} == {"ConvKnobs"}
     assert main(["tune", str(model), "--db", str(db), "--report",
                  "--target", "llvm -num-cores=1"]) == 0
-    assert "records" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "records" in out and "default ms" in out and "confirmed" in out
+    rows = [line for line in out.splitlines() if line.startswith("ConvNCHWc")]
+    assert rows and all(line.split()[-5] != "-" for line in rows)  # each default measured
     assert main(["tune", str(model), "--db", str(db), "--tasks", "Softmax"]) == 2
     assert "no task of the model matches" in capsys.readouterr().err
 

@@ -16,10 +16,10 @@ from ember.errors import TuningError
 
 
 def _record(key="t1", knobs=None, costs=(1e-3, 2e-3, 1.5e-3), error=None, fp="fp-a",
-            stamp=None, timing="cold"):
+            stamp=None, timing="cold", role=""):
     return Record(key, "ConvKnobs", f"task {key}", "llvm", fp, knobs or {"ow_tile": 4},
                   tuple(costs) if error is None else (), error, (1.0, 2.0), "0.1.0",
-                  time.time() if stamp is None else stamp, timing)
+                  time.time() if stamp is None else stamp, timing, role)
 
 
 def test_round_trip_and_best(tmp_path):
@@ -60,21 +60,25 @@ def test_best_is_taken_among_records_timed_like_the_newest(tmp_path):
         assert [r.timing for r in db.records(timing="warm")] == ["warm", "warm"]
 
 
-def test_schema_1_database_is_upgraded_in_place(tmp_path):
-    """A database written before records said how they were timed opens (for reading or
-    writing) with its records kept, timing ''."""
+@pytest.mark.parametrize("schema", [1, 2])
+def test_old_schema_database_is_upgraded_in_place(tmp_path, schema):
+    """A database written before records said how they were timed (schema 1) or whether
+    they were a confirmation (schema 2) opens (for reading or writing) with its records
+    kept, timing and role ''."""
     import sqlite3
 
     path = tmp_path / "old.sqlite"
     with TuningDatabase(path) as db:
         db.add([_record(knobs={"ow_tile": k}, costs=(k * 1e-4,)) for k in (1, 2)])
-    con = sqlite3.connect(path)   # back to schema 1: no timing column
-    con.execute("ALTER TABLE records DROP COLUMN timing")
-    con.execute("UPDATE meta SET value = '1' WHERE key = 'schema'")
+    con = sqlite3.connect(path)   # back to the old schema: without its later columns
+    for column in ("timing", "role")[schema - 1:]:
+        con.execute(f"ALTER TABLE records DROP COLUMN {column}")
+    con.execute(f"UPDATE meta SET value = '{schema}' WHERE key = 'schema'")
     con.commit()
     con.close()
     with TuningDatabase(path, readonly=True) as db:
-        assert [r.timing for r in db.records()] == ["", ""]
+        timing = "" if schema == 1 else "cold"
+        assert [(r.timing, r.role) for r in db.records()] == [(timing, "")] * 2
         assert db.best("t1", "fp-a").knobs == {"ow_tile": 1}
     with TuningDatabase(path) as db:
         db.add(_record(knobs={"ow_tile": 3}, costs=(9e-4,), timing="warm"))
@@ -131,7 +135,7 @@ def test_schema_version_and_readonly_writes(tmp_path):
     con.execute("UPDATE meta SET value = '99' WHERE key = 'schema'")
     con.commit()
     con.close()
-    with pytest.raises(TuningError, match="schema version 99, expected 2"):
+    with pytest.raises(TuningError, match="schema version 99, expected 3"):
         TuningDatabase(path)
 
 

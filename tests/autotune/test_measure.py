@@ -126,10 +126,12 @@ class SlowDefaultTask(ToyTask):
 def test_confirmation_measures_default_and_best_again_without_building(tmp_path):
     with TuningDatabase(tmp_path / "db.sqlite") as db, LocalRunner(SETTINGS) as runner:
         states = tune([SlowDefaultTask()], db, runner, trials=2, batch=2, search="grid")
-        modes = [r.knobs["mode"] for r in db.records()]
+        modes = [(r.knobs["mode"], r.role) for r in db.records()]
         again = runner.measure(SlowDefaultTask(), [{"mode": "slow"}, {"mode": "fine"}])
-    assert modes == ["slow", "fine", "slow", "fine"]
+    # the search, then the confirmation: default and candidate in turns, 2 rounds
+    assert modes == [("slow", ""), ("fine", "")] + [("slow", "confirm"), ("fine", "confirm")] * 2
     assert states[0].best_knobs == {"mode": "fine"} and states[0].speedup > 2
+    assert states[0].confirmed_speedup > 2
     assert all(r.ok and r.build_seconds == 0.0 for r in again)  # kept built in the worker
 
 

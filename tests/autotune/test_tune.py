@@ -243,9 +243,24 @@ def test_tuning_a_small_gemm_finds_a_faster_config_than_the_worst(tmp_path):
     path = tmp_path / "gemm.sqlite"
     settings = MeasureSettings(repeat=3, min_run_seconds=0.002)
     with TuningDatabase(path) as db, LocalRunner(settings) as runner:
-        [state] = tune([task], db, runner, trials=20, batch=5, seed=0, confirm=1)
+        [state] = tune([task], db, runner, trials=20, batch=5, seed=0, confirm=2)
         records = db.records(task_key=task.key)
     ok = [r for r in records if r.ok]
+    # the confirmation: the default and the 3 fastest others, 2 rounds, after the search
+    confirmed = [r for r in records if r.role == "confirm"]
+    default = json_key(task.default_point())
+    search = [r for r in records if r.role == ""]
+    fastest = sorted({json_key(r.knobs): r.best for r in sorted(
+        search, key=lambda r: -r.best)}.items(), key=lambda kv: kv[1])
+    if fastest[0][0] != default:   # something beat the default
+        others = [k for k, _ in fastest if k != default][:3]
+        assert sorted(json_key(r.knobs) for r in confirmed) == sorted([default, *others] * 2)
+        assert records[-len(confirmed):] == confirmed
+        assert set(state.confirmed) == {default, *others}
+        assert state.confirmed_speedup == state.confirmed[default] / min(
+            state.confirmed.values())
+    else:
+        assert not confirmed and state.confirmed_speedup is None
     assert not [r.error for r in records if not r.ok]  # the check passed for every candidate
     assert len({json_key(r.knobs) for r in records}) >= 10
     worst = max(r.best for r in ok)
@@ -356,3 +371,32 @@ def test_tuned_groups_are_reported(model, tasks, tmp_path, capsys):
                  "--target", "llvm -num-cores=2"]) == 0
     out = capsys.readouterr().out
     assert "tuned knobs: 0 of " in out and f"made for other targets: {TARGET};" in out
+
+
+def test_confirmation_decides_what_applies(model, tasks, tmp_path):
+    """A candidate whose one search measurement was the fastest of all but which the
+    confirmation (default and candidates timed again in turns) finds slower than the default
+    does not apply; the candidate the confirmation finds fastest does, though its search
+    measurement was slower; without a confirmed default the fastest record decides."""
+    from ember.autotune.lowering import knob_task
+
+    heavy = next(t for t in tasks if t.family == "ConvKnobs" and t.weight == 2)
+    default = heavy.default_point()
+    lucky, steady = [p for p in heavy.space().points() if p != default][:2]
+    fingerprint = Target(TARGET).fingerprint
+    task = knob_task(heavy.group, Target(TARGET))
+    stamp = iter(range(1, 100))
+
+    def record(knobs, cost, role=""):
+        return Record(heavy.key, heavy.family, heavy.description, TARGET, fingerprint,
+                      knobs, (cost,), None, None, "test", float(next(stamp)), "cold", role)
+
+    with TuningDatabase(tmp_path / "db.sqlite") as db:
+        db.add([record(default, 2.0e-3), record(lucky, 1.0e-3), record(steady, 1.8e-3)])
+        assert database_knobs(db, TARGET)(heavy.group, task) == heavy.knobs_at(lucky)
+        db.add([record(p, c, "confirm") for p, c in
+                ((default, 1.9e-3), (lucky, 2.1e-3), (steady, 1.7e-3),
+                 (default, 1.9e-3), (lucky, 2.0e-3), (steady, 1.75e-3))])
+        assert database_knobs(db, TARGET)(heavy.group, task) == heavy.knobs_at(steady)
+        db.add([record(steady, 3e-3, "confirm") for _ in range(3)])  # median now 3e-3
+        assert database_knobs(db, TARGET)(heavy.group, task) is None
