@@ -117,7 +117,7 @@ def _start(task: TuneTask, db: TuningDatabase, search: str, seed: int, transfer:
 
 
 def _measure(progress: TaskProgress, points: list[dict[str, Any]], runner: Runner,
-             db: TuningDatabase, version: str, role: str = "") -> list[Record]:
+             db: TuningDatabase, version: str, role: str = "") -> None:
     task = progress.task
     results = runner.measure(task, points)
     default = knobs_json(task.default_point())
@@ -133,7 +133,6 @@ def _measure(progress: TaskProgress, points: list[dict[str, Any]], runner: Runne
     db.add(records)
     progress.strategy.observe(points, [r.best for r in results])
     progress.history.append(progress.best_cost)
-    return records
 
 
 # candidates timed again beside the default after the search, and rounds of it
@@ -148,11 +147,13 @@ def _confirm(progress: TaskProgress, rounds: int, runner: Runner, db: TuningData
     the luckiest: on MobileNet-V2, 8 of 25 tasks' fastest candidates were no faster than the
     default timed beside them."""
     default = knobs_json(progress.task.default_point())
-    earlier = [r for r in db.records(progress.task.key, progress.fingerprint, ok_only=True,
-                                     timing=progress.timing)]
+    names = set(progress.task.space().choices)
+    earlier = db.records(progress.task.key, progress.fingerprint, ok_only=True,
+                         timing=progress.timing)
     fastest: dict[str, Record] = {}
     for r in sorted(earlier, key=lambda r: r.best):
-        fastest.setdefault(knobs_json(r.knobs), r)
+        if names <= set(r.knobs):  # not from before a knob joined the space
+            fastest.setdefault(knobs_json(r.knobs), r)
     others = [dict(r.knobs) for k, r in fastest.items() if k != default][:CONFIRM_CANDIDATES]
     if not others or default not in fastest or next(iter(fastest)) == default:
         return  # nothing beat the default
