@@ -44,6 +44,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="measuring processes (builds in parallel, timings in turn)")
     parser.add_argument("--timeout", type=float, default=15.0, help="seconds per candidate")
     parser.add_argument("--json", default=None, help="write the figures here")
+    parser.add_argument("--no-model-check", action="store_true",
+                        help="skip timing the tuned groups in model order (ember.tune_check)")
     parser.add_argument("--warm-cache", action="store_true",
                         help="time kernels on the same weights back to back (default: "
                              "weights rotated through copies spanning 128 MiB)")
@@ -57,6 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     from ember.autotune.task import extract_tasks
     from ember.runtime import threadpool
     from ember.target_facts import host_cpu_model
+    from ember.tune_check import check_in_model
     from ember.zoo import MODELS, build_model, random_inputs
 
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -89,6 +92,13 @@ def main(argv: list[str] | None = None) -> int:
     tuning_seconds = time.perf_counter() - start
     table = summary(states)
     print(table)
+    if not args.no_model_check:
+        start = time.perf_counter()
+        verdicts = check_in_model(path, db_path, target)
+        print(f"\nin model order ({time.perf_counter() - start:.0f} s), tuned / default "
+              "seconds of each tuned task's groups (above 1.0: the default stays):")
+        for task, ratio in sorted(verdicts.items(), key=lambda kv: kv[1]):
+            print(f"  {ratio:.3f}  {task}")
 
     np.savez(feeds_path := os.path.join(work, "inputs.npz"), **feeds)
     compare = argparse.Namespace(runs=args.runs, warmup=3, block=5, min_runs=5,

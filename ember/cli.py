@@ -425,8 +425,20 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 def _cmd_tune(args: argparse.Namespace) -> int:
     from ember.autotune.command import run
+    from ember.autotune.database import default_path
+    from ember.tune_check import check_in_model
 
-    return run(args, _input_shapes(args))
+    done = run(args, _input_shapes(args))
+    if done != 0 or args.report or args.no_model_check:
+        return done
+    verdicts = check_in_model(args.model, args.db or default_path(), args.target,
+                              input_shapes=_input_shapes(args))
+    if verdicts:
+        print("in model order, tuned / default seconds of each tuned task's groups (above "
+              "1.0: the default stays):")
+        for task, ratio in sorted(verdicts.items(), key=lambda kv: kv[1]):
+            print(f"  {ratio:.3f}  {task}")
+    return 0
 
 
 def _cmd_target(args: argparse.Namespace) -> int:

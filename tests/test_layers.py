@@ -34,7 +34,8 @@ ALLOWED: dict[str, set[str]] = {
     "zoo": set(),
 }
 TOP = {"driver", "driver_gpu", "cli", "demo", "compare", "onnx_backend", "serve_web",
-       "specialize", "torch_compile", "testing", "testing_arith", "__init__", "__main__"}
+       "specialize", "torch_compile", "testing", "testing_arith", "tune_check", "__init__",
+       "__main__"}
 # third-party packages that only some layers may use
 THIRD_PARTY = {"llvmlite": {"codegen", "lowering", "base"}, "onnx": {"frontend", "zoo", "top"},
                "onnxruntime": {"top"}, "torch": {"frontend", "zoo", "top"}}

@@ -13,6 +13,8 @@ space (records made before a knob joined it were measured on other kernels). Whe
 tuner confirmed a task (its default and fastest candidates timed again in turns, records of
 role 'confirm'), those records decide: the candidate with the lowest median there applies
 if it beats the default's median there; else the fastest record against the default's.
+Where the model was timed with and without that record (`ember.tune_check`) and its groups
+ran no faster with it, the default stays.
 """
 
 from __future__ import annotations
@@ -56,6 +58,8 @@ class DatabaseKnobs:
             seen[name] = min(seen.get(name, math.inf), r.best)
         for key, ranked in self.ranked.items():
             self.confirmed[key] = confirmed_costs(ranked)
+        # per task, its groups' seconds in model order with the default and with a record
+        self.in_model = db.model_checks(self.fingerprint)
         self.applied: dict[str, str] = {}   # group name -> task key of the record applied
 
     def __call__(self, group: FusedGroup, task: Task) -> Knobs | None:
@@ -100,6 +104,11 @@ class DatabaseKnobs:
         default_cost = costs.get(knobs_json({n: values[n] for n in record.knobs}))
         cost = costs.get(knobs_json(record.knobs), record.best)
         if default_cost is None or cost >= default_cost:
+            return None
+        # timed in model order (ember.tune_check) and no faster there: the default stays
+        in_model = self.in_model.get(key, {})
+        here, there = in_model.get(knobs_json(record.knobs)), in_model.get(default_name)
+        if here is not None and there is not None and here >= there:
             return None
         self.applied[group.name] = key
         return knobs

@@ -107,6 +107,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workers", type=int, default=1,
                    help="measuring processes: builds in parallel, timings one at a time")
     p.add_argument("--report", action="store_true", help="print the records and exit")
+    p.add_argument("--no-model-check", action="store_true",
+                   help="skip timing the tuned groups in model order against the default "
+                        "build afterwards (a record no faster there does not apply)")
 
 
 __all__ = ["add_arguments", "parse_budget", "report", "run"]

@@ -56,6 +56,13 @@ CREATE TABLE IF NOT EXISTS records (
     UNIQUE (task_key, fingerprint, knobs, timestamp)
 );
 CREATE INDEX IF NOT EXISTS records_task ON records (task_key, fingerprint);
+CREATE TABLE IF NOT EXISTS model_checks (  -- a task's groups timed in model order
+    task_key TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    knobs TEXT NOT NULL,          -- the default's or the applied record's, JSON
+    seconds REAL NOT NULL,        -- its groups' time in the model (fastest round)
+    timestamp REAL NOT NULL
+);
 CREATE INDEX IF NOT EXISTS records_family ON records (family);
 INSERT OR IGNORE INTO meta VALUES ('schema', '{SCHEMA_VERSION}');
 """
@@ -221,6 +228,34 @@ class TuningDatabase:
         `timing`, if given)."""
         return {knobs_json(r.knobs) for r in self.records(task_key, fingerprint,
                                                           timing=timing)}
+
+    def add_model_checks(self, checks: Iterable[tuple[str, str, Mapping[str, Any], float]]
+                         ) -> None:
+        """Store (task key, fingerprint, knobs, seconds) of groups timed in model order
+        (ember.tune_check), in one transaction."""
+        rows = [(k, f, knobs_json(p), float(s), time.time()) for k, f, p, s in checks]
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+            self._db.executemany("INSERT INTO model_checks VALUES (?, ?, ?, ?, ?)", rows)
+            self._db.execute("COMMIT")
+        except sqlite3.DatabaseError as error:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            raise TuningError(f"tuning database '{self.path}': cannot write ({error})") from None
+
+    def model_checks(self, fingerprint: str) -> dict[str, dict[str, float]]:
+        """Per task, per knobs (knobs_json), its groups' seconds in model order from the
+        newest check on `fingerprint`; empty for a file that has none."""
+        try:
+            rows = self._db.execute("SELECT task_key, knobs, seconds FROM model_checks WHERE "
+                                    "fingerprint = ? ORDER BY timestamp", [fingerprint])
+            found = rows.fetchall()
+        except sqlite3.OperationalError:  # a read-only file from before the table
+            return {}
+        out: dict[str, dict[str, float]] = {}
+        for key, knobs, seconds in found:
+            out.setdefault(key, {})[knobs] = float(seconds)
+        return out
 
     def __len__(self) -> int:
         return int(next(iter(self._query("SELECT COUNT(*) FROM records", [])))[0])

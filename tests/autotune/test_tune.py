@@ -400,3 +400,34 @@ def test_confirmation_decides_what_applies(model, tasks, tmp_path):
         assert database_knobs(db, TARGET)(heavy.group, task) == heavy.knobs_at(steady)
         db.add([record(steady, 3e-3, "confirm") for _ in range(3)])  # median now 3e-3
         assert database_knobs(db, TARGET)(heavy.group, task) is None
+
+
+def test_records_checked_in_model_order(model, tasks, tmp_path):
+    """check_in_model times the groups whose record applies in model order against the
+    default build and keeps both times; a record whose groups ran no faster in the model
+    no longer applies, one that ran faster still does."""
+    from ember.autotune.lowering import knob_task
+    from ember.tune_check import check_in_model
+
+    heavy = next(t for t in tasks if t.family == "ConvKnobs" and t.weight == 2)
+    point = next(p for p in heavy.space().points() if p != heavy.default_point())
+    fingerprint = Target(TARGET).fingerprint
+    task = knob_task(heavy.group, Target(TARGET))
+    path = tmp_path / "db.sqlite"
+    with TuningDatabase(path) as db:
+        db.add([Record(heavy.key, heavy.family, heavy.description, TARGET, fingerprint,
+                       knobs, (cost,), None, None, "test", time.time(), "cold", "confirm")
+                for knobs, cost in ((heavy.default_point(), 2e-3), (point, 1e-3))])
+    verdicts = check_in_model(model, path, TARGET, rounds=2)
+    assert list(verdicts) == [heavy.description] and verdicts[heavy.description] > 0
+    with TuningDatabase(path) as db:
+        checks = db.model_checks(fingerprint)[heavy.key]
+        assert set(checks) == {json_key(heavy.default_point()), json_key(point)}
+        for default_s, tuned_s, applies in ((1e-3, 2e-3, False), (2e-3, 1e-3, True)):
+            db.add_model_checks([(heavy.key, fingerprint, heavy.default_point(), default_s),
+                                 (heavy.key, fingerprint, point, tuned_s)])
+            got = database_knobs(db, TARGET)(heavy.group, task)
+            assert got == (heavy.knobs_at(point) if applies else None)
+    with TuningDatabase(tmp_path / "other.sqlite") as db:   # nothing applies: nothing timed
+        pass
+    assert check_in_model(model, tmp_path / "other.sqlite", TARGET) == {}
