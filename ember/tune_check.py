@@ -26,7 +26,8 @@ from ember.autotune.database import TuningDatabase
 from ember.autotune.task import extract_tasks
 from ember.driver import compile as compile_model
 from ember.driver import resolve_target
-from ember.errors import ArgumentError
+from ember.errors import ArgumentError, TuningError
+from ember.runtime.executor import CompiledModel
 from ember.target import Target
 
 
@@ -36,12 +37,18 @@ def check_in_model(model: Any, db_path: str | os.PathLike[str], target: str | Ta
     """Time the groups whose knobs come from `db_path`'s records in model order against the
     default build's, `rounds` rounds of 3 runs each in turns, and add the times to the
     database (`add_model_checks`); returns per task (its description) tuned over
-    default seconds of its groups (the fastest round of each). Inputs are seeded random
+    default seconds of its groups (the fastest round of each); {} where nothing applied, or
+    for a target other than this machine's CPU (nothing is timed). Inputs are seeded random
     (floats) and zeros (integers)."""
     if rounds < 1:
         raise ArgumentError(f"check_in_model: rounds must be >= 1, got {rounds}")
     tgt = resolve_target(target)
+    if not tgt.is_host:  # timed here, in this process: this machine's CPU only
+        return {}
     tuned = compile_model(model, tgt, input_shapes=input_shapes, tuning_db=db_path)
+    if not isinstance(tuned, CompiledModel):
+        raise TuningError("check_in_model: the model's shapes are decided at run time; give "
+                          "input_shapes to time it in model order")
     applied = set(tuned.stats.get("tuned", []))
     if not applied:
         return {}
