@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     from ember.autotune.task import extract_tasks
     from ember.runtime import threadpool
     from ember.target_facts import host_cpu_model
-    from ember.tune_check import check_in_model
+    from ember.tune_check import check_in_model, verdict_lines
     from ember.zoo import MODELS, build_model, random_inputs
 
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -95,10 +95,9 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_model_check:
         start = time.perf_counter()
         verdicts = check_in_model(path, db_path, target)
-        print(f"\nin model order ({time.perf_counter() - start:.0f} s), tuned / default "
-              "seconds of each tuned task's groups (above 1.0: the default stays):")
-        for task, ratio in sorted(verdicts.items(), key=lambda kv: kv[1]):
-            print(f"  {ratio:.3f}  {task}")
+        print(f"\nchecked in model order in {time.perf_counter() - start:.0f} s")
+        for line in verdict_lines(verdicts):
+            print(line)
 
     np.savez(feeds_path := os.path.join(work, "inputs.npz"), **feeds)
     compare = argparse.Namespace(runs=args.runs, warmup=3, block=5, min_runs=5,

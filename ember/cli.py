@@ -426,18 +426,15 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 def _cmd_tune(args: argparse.Namespace) -> int:
     from ember.autotune.command import run
     from ember.autotune.database import default_path
-    from ember.tune_check import check_in_model
+    from ember.tune_check import check_in_model, verdict_lines
 
     done = run(args, _input_shapes(args))
     if done != 0 or args.report or args.no_model_check:
         return done
     verdicts = check_in_model(args.model, args.db or default_path(), args.target,
                               input_shapes=_input_shapes(args))
-    if verdicts:
-        print("in model order, tuned / default seconds of each tuned task's groups (above "
-              "1.0: the default stays):")
-        for task, ratio in sorted(verdicts.items(), key=lambda kv: kv[1]):
-            print(f"  {ratio:.3f}  {task}")
+    for line in verdict_lines(verdicts):
+        print(line)
     return 0
 
 

@@ -81,4 +81,14 @@ def check_in_model(model: Any, db_path: str | os.PathLike[str], target: str | Ta
     return verdicts
 
 
-__all__ = ["check_in_model"]
+def verdict_lines(verdicts: Mapping[str, float]) -> list[str]:
+    """`check_in_model`'s answer as lines for a person, the largest gain first."""
+    if not verdicts:
+        return []
+    return (["in model order, tuned / default seconds of each tuned task's groups (above "
+             "1.0: the default stays):"]
+            + [f"  {ratio:.3f}  {task}"
+               for task, ratio in sorted(verdicts.items(), key=lambda kv: kv[1])])
+
+
+__all__ = ["check_in_model", "verdict_lines"]

@@ -59,13 +59,11 @@ def report(db: Any, fingerprint: str | None, defaults: dict[str, str] | None = N
 
 
 def run(args: argparse.Namespace, input_shapes: dict[str, Sequence[int]] | None) -> int:
-    from ember.autotune.database import TuningDatabase, default_path
+    from ember.autotune.database import TuningDatabase, default_path, knobs_json
     from ember.autotune.measure import COLD_WEIGHT_BYTES, LocalRunner, MeasureSettings
     from ember.autotune.task import extract_tasks
     from ember.autotune.tuner import summary, tune
     from ember.target import Target
-
-    from ember.autotune.database import knobs_json
 
     target = Target(args.target)
     db_path = args.db or default_path()

@@ -56,6 +56,7 @@ CREATE TABLE IF NOT EXISTS records (
     UNIQUE (task_key, fingerprint, knobs, timestamp)
 );
 CREATE INDEX IF NOT EXISTS records_task ON records (task_key, fingerprint);
+CREATE INDEX IF NOT EXISTS records_family ON records (family);
 CREATE TABLE IF NOT EXISTS model_checks (  -- a task's groups timed in model order
     task_key TEXT NOT NULL,
     fingerprint TEXT NOT NULL,
@@ -63,7 +64,6 @@ CREATE TABLE IF NOT EXISTS model_checks (  -- a task's groups timed in model ord
     seconds REAL NOT NULL,        -- its groups' time in the model (fastest round)
     timestamp REAL NOT NULL
 );
-CREATE INDEX IF NOT EXISTS records_family ON records (family);
 INSERT OR IGNORE INTO meta VALUES ('schema', '{SCHEMA_VERSION}');
 """
 
