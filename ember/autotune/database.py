@@ -233,7 +233,15 @@ class TuningDatabase:
                          ) -> None:
         """Store (task key, fingerprint, knobs, seconds) of groups timed in model order
         (ember.tune_check), in one transaction."""
-        rows = [(k, f, knobs_json(p), float(s), time.time()) for k, f, p, s in checks]
+        now = time.time()
+        self._insert_model_checks([{"task_key": k, "fingerprint": f, "knobs": p,
+                                    "seconds": s, "timestamp": now} for k, f, p, s in checks])
+
+    def _insert_model_checks(self, checks: Sequence[Mapping[str, Any]]) -> None:
+        rows = [(c["task_key"], c["fingerprint"], knobs_json(c["knobs"]), float(c["seconds"]),
+                 float(c["timestamp"])) for c in checks]
+        if not rows:
+            return
         try:
             self._db.execute("BEGIN IMMEDIATE")
             self._db.executemany("INSERT INTO model_checks VALUES (?, ?, ?, ?, ?)", rows)
@@ -268,33 +276,53 @@ class TuningDatabase:
 
     # -- exchange -------------------------------------------------------------------------
     def export_jsonl(self, path: str | os.PathLike[str]) -> int:
-        """Write every record as one JSON object per line (to a temp file, then renamed)."""
+        """Write every record as one JSON object per line, then every model-order check as
+        a line `{"model_check": {...}}` (to a temp file, then renamed); returns how many
+        records it wrote."""
         out = Path(path)
         tmp = out.with_name(out.name + ".tmp")
         records = self.records()
         with open(tmp, "w") as f:
             for r in records:
                 f.write(json.dumps(r.to_json(), sort_keys=True) + "\n")
+            for check in self._all_model_checks():
+                f.write(json.dumps({"model_check": check}, sort_keys=True) + "\n")
         os.replace(tmp, out)
         return len(records)
 
     def import_jsonl(self, path: str | os.PathLike[str]) -> int:
-        """Add the records of a JSON lines file (ones already here are skipped); returns how
-        many were new."""
-        records = []
+        """Add the records and model-order checks of a JSON lines file (ones already here
+        are skipped); returns how many records were new."""
+        records, checks = [], []
         try:
             with open(path) as f:
                 for number, line in enumerate(f, 1):
                     if not line.strip():
                         continue
+                    where = f"{path}:{number}"
                     try:
                         data = json.loads(line)
                     except json.JSONDecodeError as error:
-                        raise TuningError(f"{path}:{number}: not JSON ({error})") from None
-                    records.append(Record.from_json(data, f"{path}:{number}"))
+                        raise TuningError(f"{where}: not JSON ({error})") from None
+                    if isinstance(data, dict) and "model_check" in data:
+                        checks.append(_model_check(data["model_check"], where))
+                    else:
+                        records.append(Record.from_json(data, where))
         except OSError as error:
             raise TuningError(f"cannot read records from '{path}': {error}") from None
-        return self.add(records)
+        added = self.add(records)
+        have = {_check_key(c) for c in self._all_model_checks()}
+        self._insert_model_checks([c for c in checks if _check_key(c) not in have])
+        return added
+
+    def _all_model_checks(self) -> list[dict[str, Any]]:
+        try:
+            rows = self._db.execute("SELECT task_key, fingerprint, knobs, seconds, timestamp "
+                                    "FROM model_checks ORDER BY timestamp").fetchall()
+        except sqlite3.OperationalError:  # a read-only file from before the table
+            return []
+        return [{"task_key": k, "fingerprint": f, "knobs": json.loads(p), "seconds": s,
+                 "timestamp": t} for k, f, p, s, t in rows]
 
     def close(self) -> None:
         self._db.close()
@@ -332,6 +360,26 @@ def confirmed_costs(records: Iterable[Record]) -> dict[str, float]:
         if r.role == CONFIRM and r.ok:
             runs.setdefault(knobs_json(r.knobs), []).append(r.best)
     return {k: _median(v) for k, v in runs.items()}
+
+
+def _model_check(data: Any, where: str) -> dict[str, Any]:
+    """A model-order check read from a JSON lines file, its fields checked."""
+    try:
+        check = {"task_key": str(data["task_key"]), "fingerprint": str(data["fingerprint"]),
+                 "knobs": dict(data["knobs"]), "seconds": float(data["seconds"]),
+                 "timestamp": float(data["timestamp"])}
+    except (KeyError, TypeError, ValueError) as error:
+        raise TuningError(f"{where}: not a model-order check ({type(error).__name__}: "
+                          f"{error})") from None
+    if not math.isfinite(check["seconds"]) or check["seconds"] < 0:
+        raise TuningError(f"{where}: a model-order check's seconds must be a finite "
+                          f"non-negative number, got {check['seconds']}")
+    return check
+
+
+def _check_key(check: Mapping[str, Any]) -> tuple[Any, ...]:
+    return (check["task_key"], check["fingerprint"], knobs_json(check["knobs"]),
+            float(check["timestamp"]))
 
 
 def _median(values: Sequence[float]) -> float:

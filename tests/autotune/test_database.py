@@ -100,6 +100,29 @@ def test_jsonl_export_import(tmp_path):
         assert [r.to_json() for r in other.records()] == [r.to_json() for r in records]
 
 
+def test_jsonl_carries_model_checks(tmp_path):
+    """The model-order checks travel with the records, and decide the same way after."""
+    with TuningDatabase(tmp_path / "a.sqlite") as db:
+        db.add(_record(knobs={"ow_tile": 2}, costs=(1e-4,)))
+        db.add_model_checks([("t1", "fp-a", {"ow_tile": 2}, 3e-4),
+                             ("t1", "fp-a", {"ow_tile": 1}, 2e-4)])
+        db.export_jsonl(tmp_path / "out.jsonl")
+        expected = db.model_checks("fp-a")
+    lines = [json.loads(x) for x in (tmp_path / "out.jsonl").read_text().splitlines()]
+    assert sum("model_check" in x for x in lines) == 2
+    with TuningDatabase(tmp_path / "b.sqlite") as other:
+        assert other.import_jsonl(tmp_path / "out.jsonl") == 1
+        other.import_jsonl(tmp_path / "out.jsonl")  # again: nothing doubled
+        assert other.model_checks("fp-a") == expected == {
+            "t1": {'{"ow_tile": 2}': 3e-4, '{"ow_tile": 1}': 2e-4}}
+        assert len(other._all_model_checks()) == 2
+        (tmp_path / "bad.jsonl").write_text(json.dumps(
+            {"model_check": {"task_key": "t1", "fingerprint": "fp-a", "knobs": {},
+                             "seconds": "soon", "timestamp": 1.0}}) + "\n")
+        with pytest.raises(TuningError, match=r"bad.jsonl:1: not a model-order check"):
+            other.import_jsonl(tmp_path / "bad.jsonl")
+
+
 def test_bad_jsonl_and_record(tmp_path):
     good = json.dumps(_record().to_json())
     (tmp_path / "bad.jsonl").write_text(good + "\n{not json\n")
