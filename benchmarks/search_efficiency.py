@@ -210,6 +210,9 @@ def replay(table: Table, strategy: str, seed: int, trials: int,
     if strategy == "random":
         search: Any = RandomSearch(space, seed)  # type: ignore[arg-type]
     else:
+        # the model scores the whole sample: the annealing walk of a full space would
+        # rarely step from one sampled point to another
+        options.setdefault("max_evaluations", max(256, space.size))
         search = ModelSearch(space, lambda p: table.rows[knobs_json(p)][0],  # type: ignore
                              table.key, seed, transfer=transfer, **options)
     tried: set[str] = set()

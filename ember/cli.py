@@ -428,8 +428,8 @@ def _cmd_tune(args: argparse.Namespace) -> int:
     from ember.autotune.database import default_path
     from ember.tune_check import check_in_model, verdict_lines
 
-    done = run(args, _input_shapes(args))
-    if done != 0 or args.report or args.no_model_check:
+    done = run(args, _input_shapes(args) if args.model else None)
+    if done != 0 or args.report or args.no_model_check or args.model is None:
         return done
     verdicts = check_in_model(args.model, args.db or default_path(), args.target,
                               input_shapes=_input_shapes(args))
@@ -519,7 +519,10 @@ def _model_options(p: argparse.ArgumentParser, compiled_ok: bool = True,
                    db: bool = True) -> None:
     what = "an .onnx file" + (" or a directory or .so written by 'ember compile'"
                               if compiled_ok else "")
-    p.add_argument("model", help=f"the model: {what}")
+    if db:
+        p.add_argument("model", help=f"the model: {what}")
+    else:  # 'ember tune --export/--import' needs no model
+        p.add_argument("model", nargs="?", help=f"the model: {what}")
     p.add_argument("--target", default="llvm", help="target string (default: llvm, this CPU)")
     p.add_argument("-O", "--opt-level", type=int, default=3, choices=range(4),
                    help="graph optimization level (default 3)")

@@ -1,5 +1,7 @@
 """`ember tune MODEL --db FILE --trials N`: extract the model's tasks, tune them within the
-budget with a live progress bar, print the per-task table; `--report` prints the records."""
+budget with a live progress bar (measuring locally, or as Ray tasks with `--ray`), print the
+per-task table; `--report` prints the records; `--export` / `--import` move the database's
+records as JSON lines."""
 
 from __future__ import annotations
 
@@ -60,13 +62,17 @@ def report(db: Any, fingerprint: str | None, defaults: dict[str, str] | None = N
 
 def run(args: argparse.Namespace, input_shapes: dict[str, Sequence[int]] | None) -> int:
     from ember.autotune.database import TuningDatabase, default_path, knobs_json
-    from ember.autotune.measure import COLD_WEIGHT_BYTES, LocalRunner, MeasureSettings
+    from ember.autotune.measure import COLD_WEIGHT_BYTES, MeasureSettings
     from ember.autotune.task import extract_tasks
     from ember.autotune.tuner import summary, tune
     from ember.target import Target
 
     target = Target(args.target)
     db_path = args.db or default_path()
+    if args.export or args.import_file:
+        return exchange(db_path, args.export, args.import_file)
+    if args.model is None:
+        raise TuningError("ember tune: give a model (an .onnx file), or --export / --import")
     with TuningDatabase(db_path) as db:
         tasks = extract_tasks(args.model, target, args.opt_level, input_shapes)
         if args.report:
@@ -81,13 +87,45 @@ def run(args: argparse.Namespace, input_shapes: dict[str, Sequence[int]] | None)
                                   "(give anchor op names or task key prefixes)")
         settings = MeasureSettings(repeat=args.repeat, timeout=args.timeout,
                                    cold_weight_bytes=0 if args.warm_cache else COLD_WEIGHT_BYTES)
-        with LocalRunner(settings, workers=args.workers) as runner:
+        with _runner(args, settings) as runner:
             states = tune(tasks, db, runner, trials=args.trials,
                           budget_seconds=parse_budget(args.budget), search=args.search,
                           progress=True)
     print(summary(states))
     print(f"records in {db_path}; apply them with ember.compile(..., tuning_db='{db_path}')")
     return 0
+
+
+def _runner(args: argparse.Namespace, settings: Any) -> Any:
+    """The measuring runner: Ray tasks with --ray (a running cluster at ADDRESS, or a local
+    instance of --workers CPUs), else local worker processes."""
+    from ember.autotune.measure import LocalRunner
+
+    if args.ray is None:
+        return LocalRunner(settings, workers=args.workers)
+    from ember.autotune.ray_runner import RayRunner
+
+    if args.ray == LOCAL_RAY:
+        return RayRunner(settings, num_cpus=args.workers)
+    return RayRunner(settings, address=args.ray)
+
+
+def exchange(db_path: Any, export: str | None, import_file: str | None) -> int:
+    """--import FILE (JSON lines into the database), then --export FILE (the database as
+    JSON lines)."""
+    from ember.autotune.database import TuningDatabase
+
+    with TuningDatabase(db_path) as db:
+        if import_file:
+            added = db.import_jsonl(import_file)
+            print(f"{added} new records from {import_file} in {db_path}")
+        if export:
+            written = db.export_jsonl(export)
+            print(f"{written} records of {db_path} written to {export}")
+    return 0
+
+
+LOCAL_RAY = "local"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -104,7 +142,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "128 MiB, cold as inside a model)")
     p.add_argument("--workers", type=int, default=1,
                    help="measuring processes: builds in parallel, timings one at a time")
+    p.add_argument("--ray", nargs="?", const=LOCAL_RAY, default=None, metavar="ADDRESS",
+                   help="measure as Ray tasks on the cluster at ADDRESS (e.g. auto, or "
+                        "host:6379), or without ADDRESS on a local Ray instance of --workers "
+                        "CPUs (pip install 'ember[ray]')")
     p.add_argument("--report", action="store_true", help="print the records and exit")
+    p.add_argument("--export", default=None, metavar="FILE",
+                   help="write the database's records as JSON lines to FILE and exit")
+    p.add_argument("--import", dest="import_file", default=None, metavar="FILE",
+                   help="add the records of a JSON lines file (e.g. another machine's: "
+                        "they seed transfer learning, and apply only on a matching target) "
+                        "to the database and exit")
     p.add_argument("--no-model-check", action="store_true",
                    help="skip timing the tuned groups in model order against the default "
                         "build afterwards (a record no faster there does not apply)")

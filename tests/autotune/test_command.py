@@ -32,6 +32,27 @@ def test_tune_command_and_report(tmp_path, capsys):
     assert "no task of the model matches" in capsys.readouterr().err
 
 
+def test_export_and_import_commands(tmp_path, capsys):
+    """`ember tune --export/--import` move records (and model-order checks) between
+    databases without a model; tuning without a model is a clear error."""
+    from tests.autotune.test_database import _record
+
+    source, copy, lines = tmp_path / "a.sqlite", tmp_path / "b.sqlite", tmp_path / "r.jsonl"
+    with TuningDatabase(source) as db:
+        db.add([_record(knobs={"ow_tile": k}, costs=(k * 1e-4,)) for k in (1, 2)])
+        db.add_model_checks([("t1", "fp-a", {"ow_tile": 1}, 2e-4)])
+    assert main(["tune", "--db", str(source), "--export", str(lines)]) == 0
+    assert "2 records" in capsys.readouterr().out
+    assert main(["tune", "--db", str(copy), "--import", str(lines)]) == 0
+    assert "2 new records" in capsys.readouterr().out
+    with TuningDatabase(copy) as db:
+        assert len(db) == 2 and db.model_checks("fp-a") == {"t1": {'{"ow_tile": 1}': 2e-4}}
+    assert main(["tune", "--db", str(copy), "--import", str(tmp_path / "none.jsonl")]) == 2
+    assert "cannot read records from" in capsys.readouterr().err
+    assert main(["tune", "--db", str(copy)]) == 2
+    assert "give a model" in capsys.readouterr().err
+
+
 def test_parse_budget():
     assert parse_budget("20m") == 1200 and parse_budget("90s") == 90
     assert parse_budget("1h") == 3600 and parse_budget("45") == 45 and parse_budget(None) is None

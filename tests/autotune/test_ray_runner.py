@@ -27,3 +27,26 @@ def test_measures_through_local_ray():
                                                       for m in ("ok", "wrong", "crash")])
     assert ok.ok and wrong.error.startswith("wrong answer")
     assert crash.error is not None and "Toy add-one 256" in crash.error
+
+
+def test_tune_command_through_local_ray(tmp_path, capsys):
+    """`ember tune --ray`: a local Ray instance measures the candidates; the records land
+    in the database like the local runner's."""
+    pytest.importorskip("ray")
+    pytest.importorskip("onnx")
+    import onnx
+
+    from ember.autotune.database import TuningDatabase
+    from ember.cli import main
+    from tests.autotune.test_tune import _two_conv_model
+
+    model = tmp_path / "convs.onnx"
+    onnx.save(_two_conv_model(), str(model))
+    db = tmp_path / "tune.sqlite"
+    assert main(["tune", str(model), "--db", str(db), "--ray", "--trials", "3",
+                 "--search", "random", "--tasks", "ConvNCHWc", "--repeat", "2",
+                 "--target", "llvm -num-cores=1", "--no-model-check"]) == 0
+    assert "ConvNCHWc" in capsys.readouterr().out
+    with TuningDatabase(db) as d:
+        records = d.records()
+    assert len(records) >= 3 and all(r.ok for r in records)

@@ -19,6 +19,7 @@ from ember.autotune import (  # noqa: E402
     tune,
 )
 from ember.autotune.apply import database_knobs  # noqa: E402
+from ember.autotune.features import FEATURE_NAMES  # noqa: E402
 from ember.errors import TuningError  # noqa: E402
 from ember.target import Target  # noqa: E402
 
@@ -431,3 +432,27 @@ def test_records_checked_in_model_order(model, tasks, tmp_path):
     with TuningDatabase(tmp_path / "other.sqlite") as db:   # nothing applies: nothing timed
         pass
     assert check_in_model(model, tmp_path / "other.sqlite", TARGET) == {}
+
+
+def test_transfer_takes_other_tasks_and_this_task_on_other_machines(tasks, tmp_path):
+    """What warms up a task's cost model: records of other tasks of its family, and its own
+    task measured on another target (an imported database of another machine), but not
+    its own records here (the search observes those) nor other families'."""
+    from ember.autotune.tuner import _transfer
+
+    convs = [t for t in tasks if t.family == "ConvKnobs"]
+    task, other_task = convs[0], convs[1]
+    here = Target(TARGET).fingerprint
+    features = (1.0,) * len(FEATURE_NAMES)
+
+    def record(t, fingerprint, family=None):
+        return Record(t.key, family or t.family, t.description, TARGET, fingerprint,
+                      t.default_point(), (1e-3,), None, features, "test", time.time(),
+                      timing="cold")
+
+    with TuningDatabase(tmp_path / "db.sqlite") as db:
+        db.add([record(task, here), record(task, "another machine"),
+                record(other_task, here), record(task, "x", family="DenseKnobs")])
+        sources = sorted(g for _, _, g in _transfer(db, task, "cold"))
+    assert sources == sorted([f"{task.key}/another machine/cold",
+                              f"{other_task.key}/{here}/cold"])
