@@ -296,6 +296,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--timeout", type=float, default=15.0, help="seconds per candidate")
+    parser.add_argument("--sample-seed", type=int, default=0,
+                        help="seed of each task's sample (another seed: another sample; "
+                             "give it a database of its own)")
     parser.add_argument("--plot", default=None, help="write the PNG here")
     parser.add_argument("--json", default=None, help="write the figures here")
     parser.add_argument("--replay-only", action="store_true",
@@ -315,7 +318,7 @@ def main(argv: list[str] | None = None) -> int:
     tasks, transfer = select_tasks(work, args.threads)
     if not args.replay_only:
         measure_pools(tasks + [s for t in tasks for s in transfer[t.key] if s not in tasks],
-                      db_path, args.pool, args.timeout, seed=0)
+                      db_path, args.pool, args.timeout, seed=args.sample_seed)
     with TuningDatabase(db_path, readonly=True) as db:
         everything = {t.key: t for t in tasks}
         everything.update({s.key: s for t in tasks for s in transfer[t.key]})

@@ -94,7 +94,12 @@ class ModelSearch:
     Before the model has data (no transfer, fewer than `min_samples` measurements), a share
     `prior_share` of the batch is the points the prior ranks first (the feature named
     `prior`: the machine model's estimate from the target's facts, features.tile_estimate;
-    the trees may use it later like any feature), the rest spread in feature space. Where
+    the trees may use it later like any feature), the rest spread in feature space. After
+    the model is trained, the prior still weighs beside it (`prior_weight`, halving by the
+    task's 16th measurement of its own; see `_score`): in the replay of a 320-point sample of
+    three conv tasks and all 96 points of a dense one (benchmarks/search_efficiency.py), the
+    trees trained on a few dozen points alone ranked a conv task's fastest tiles no better
+    than the estimate did, and the two together took a third of the trials. Where
     the prior says nothing (None, or the same for every point sampled), the batch is
     `initial`: "random" (uniform, the default: it did best in the replay of
     benchmarks/search_efficiency.py), "spread" (points chosen one by one farthest in
@@ -114,7 +119,7 @@ class ModelSearch:
                  min_samples: int = 4, model: XGBoostCostModel | None = None,
                  own_weight: float | str = "auto", initial: str = "random",
                  prior: str | None = "tile_estimate", prior_share: float = 0.5,
-                 max_seconds: float = 15.0) -> None:
+                 prior_weight: float = 1.0, max_seconds: float = 15.0) -> None:
         if not 0.0 <= epsilon <= 1.0:
             raise TuningError(f"ModelSearch: epsilon must be in [0, 1], got {epsilon}")
         if initial not in INITIAL_BATCHES:
@@ -136,12 +141,17 @@ class ModelSearch:
         if not 0.0 < prior_share <= 1.0:
             raise TuningError(f"ModelSearch: prior_share must be in (0, 1], got {prior_share}")
         self.prior_share = prior_share
+        if not prior_weight >= 0.0:
+            raise TuningError(f"ModelSearch: prior_weight must be >= 0, got {prior_weight}")
+        self.prior_weight = prior_weight
         # seconds a proposal may spend lowering candidates for their features (a Winograd
         # F(4,3) kernel takes seconds each); past it, only points already lowered are
         # scored and the rest of the batch is drawn at random
         self.max_seconds = max_seconds
         self._deadline = math.inf
-        self._prior_seen: set[float] = set()   # prior values of a sample of the space
+        self._sample: list[Sequence[float]] | None = None  # features of a sample of the space
+        self._model_scale = np.zeros(0)   # the model's sorted scores of the sample, measured
+        self._prior_scale = np.zeros(0)   # the prior's, sorted
         self.model = model or XGBoostCostModel(seed=seed)
         self.transfer = list(transfer)
         self.samples: list[tuple[Sequence[float], float]] = []
@@ -190,20 +200,30 @@ class ModelSearch:
         groups = [self.task_key] * len(self.samples) + [g for _, _, g in self.transfer]
         if len(self.samples) + len(self.transfer) >= self.min_samples:
             self.model.fit(rows, costs_all, groups, self._weights())
+        if self.model.trained and self._prior_informs():
+            reference = list(self._space_sample()) + [f for f, _ in self.samples]
+            self._model_scale = np.sort(self.model.predict(reference))
+            self._prior_scale = np.sort([self._prior_value(f) for f in reference])
 
-    def _prior_of(self, point: Point) -> float:
-        f = self.features(point)
+    def _prior_value(self, f: Sequence[float]) -> float:
         return float(f[self._prior]) if self._prior is not None and len(f) > self._prior \
             else 0.0
+
+    def _prior_of(self, point: Point) -> float:
+        return self._prior_value(self.features(point))
+
+    def _space_sample(self) -> list[Sequence[float]]:
+        """Features of a fixed sample of 32 points of the space (lowered once)."""
+        if self._sample is None:
+            self._sample = [self.features(p)
+                            for p in _untried(self.space, set(), 32, random.Random(0))]
+        return self._sample
 
     def _prior_informs(self) -> bool:
         """Whether the prior tells points apart: it differs among some sampled points."""
         if self._prior is None:
             return False
-        if not self._prior_seen:
-            for p in _untried(self.space, set(), 32, random.Random(0)):
-                self._prior_seen.add(self._prior_of(p))
-        return len(self._prior_seen) > 1
+        return len({self._prior_value(f) for f in self._space_sample()}) > 1
 
     def propose(self, n: int, tried: set[str]) -> list[Point]:
         if n <= 0:
@@ -294,9 +314,22 @@ class ModelSearch:
         return out
 
     def _score(self, points: Sequence[Point]) -> np.ndarray:
+        """Higher = predicted faster: the prior before the model is trained; after, the
+        model's score, and while the task has few measurements of its own, the prior's too.
+        Both are read as quantiles of their scores of a fixed sample of the space and the
+        measured points (so a score means the same in every call), the prior's weighing
+        `prior_weight` at first and less as measurements come: at 16 of its own, half."""
         if not self.model.trained and self._prior is not None:
             return np.asarray([self._prior_of(p) for p in points], dtype=float)
-        return self.model.predict([self.features(p) for p in points])
+        scores = self.model.predict([self.features(p) for p in points])
+        weight = self.prior_weight * 16.0 / (16.0 + len(self.samples))
+        if weight == 0.0 or not len(self._prior_scale) or not len(points):
+            return scores
+        priors = np.asarray([self._prior_of(p) for p in points], dtype=float)
+        spread = float(np.std(self._model_scale)) or 1.0
+        # the model's own order breaks ties between equal quantiles (past the sample's range)
+        return (_quantile(self._model_scale, scores) + 1e-3 * scores / spread
+                + weight * _quantile(self._prior_scale, priors))
 
     def _anneal(self, tried: set[str]) -> dict[str, tuple[Point, float]]:
         """Untried points the annealing chains visited, with their predicted scores."""
@@ -359,6 +392,11 @@ class ModelSearch:
             if self.space.contains(out):
                 return out
         return dict(point)
+
+
+def _quantile(reference: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Per value, the share of the sorted `reference` at or below it."""
+    return np.searchsorted(reference, values, side="right") / len(reference)
 
 
 def _knob_distance(space: Space, a: Mapping[str, Any], b: Mapping[str, Any]) -> float:

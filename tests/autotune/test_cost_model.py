@@ -144,6 +144,30 @@ def test_a_constant_prior_leaves_the_first_batch_random():
     assert all(sum(p["a"] == 3 for p in b) < 4 for b in batches)
 
 
+def test_the_prior_still_counts_after_the_model_is_trained():
+    """With few measurements of its own, the search weighs the machine model's estimate
+    beside the trained model (here one that cannot tell points apart), the prior's weight
+    falling as measurements come; a point's score does not depend on what it is scored
+    with (annealing scores a few points at a time)."""
+    points = [{"a": a, "b": 1, "c": 1} for a in range(6)]
+
+    def trained(weight):
+        search = ModelSearch(SPACE, _with_prior, seed=0, epsilon=0.0, model=_FlatModel(),
+                             max_evaluations=2000, prior_weight=weight)
+        search.observe(points, [1.0] * len(points))
+        return search
+
+    search = trained(1.0)
+    batch = search.propose(8, {knobs_json(p) for p in points})
+    assert sum(p["a"] == 3 for p in batch) >= 6
+    assert sum(p["a"] == 3 for p in trained(0.0).propose(8, set())) < 4
+    alone = [float(search._score([p])[0]) for p in points]
+    assert alone == list(search._score(points)) and max(alone) == alone[3]
+    search.observe([{"a": 9, "b": b, "c": 2} for b in range(10)] * 5, [1.0] * 50)
+    later = search._score(points)
+    assert 0 < later[3] - later[0] < alone[3] - alone[0]
+
+
 def test_prior_options_are_checked():
     from ember.errors import TuningError
 
@@ -151,6 +175,8 @@ def test_prior_options_are_checked():
         ModelSearch(SPACE, _with_prior, prior="fastness")
     with pytest.raises(TuningError, match=r"prior_share must be in \(0, 1\]"):
         ModelSearch(SPACE, _with_prior, prior_share=0.0)
+    with pytest.raises(TuningError, match="prior_weight must be >= 0"):
+        ModelSearch(SPACE, _with_prior, prior_weight=-1.0)
 
 
 def test_a_proposal_spends_at_most_its_time_lowering_candidates():
