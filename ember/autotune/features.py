@@ -1,4 +1,4 @@
-"""Loop features of a lowered kernel for the cost model: one fixed-length vector per PrimFunc.
+"""Features of a candidate for the cost model: one fixed-length vector per lowered kernel.
 
 Counts are weighted by how often they run (the product of the enclosing loop extents). So
 that what the model learns on one task carries to another of another size, a count enters
@@ -27,14 +27,19 @@ against the target's facts (its vector width, registers, L1d / L2, threads); onl
             a tile past the accumulator budget spills, its estimate falls with the square of
             the overflow); 0 for a kernel without a tile. The model-guided search ranks by
             it before it has measured anything and learns its error after.
+    knobs:  the candidate's knob values (`knob_features`), for what the loop counts miss.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
+from ember.errors import TuningError
 from ember.ops.budgets import accumulator_budget, tile_efficiency
 from ember.target import Target
 from ember.target_facts import TargetFacts
@@ -43,7 +48,7 @@ from ember.tir.function import PrimFunc
 from ember.tir.functor import Visitor
 from ember.tir.stmt import Allocate, For, ForKind, IfThenElse, Store
 
-FEATURE_NAMES = (
+LOOP_FEATURE_NAMES = (
     # arithmetic (per flop, but float_ops itself)
     "float_ops", "int_ops", "calls", "guards", "vector_ops_share", "intensity",
     # memory (per flop; shares of the accesses)
@@ -62,6 +67,8 @@ FEATURE_NAMES = (
     # the machine model's estimate
     "tile_estimate",
 )
+KNOB_SLOTS = 8  # the most fields of a knob family (ConvKnobs: 7)
+FEATURE_NAMES = LOOP_FEATURE_NAMES + tuple(f"knob_{i}" for i in range(KNOB_SLOTS))
 UNKNOWN_EXTENT = 16  # a loop whose extent is not a constant
 _GATHER = -1         # an index not linear in the loop's variable
 
@@ -83,7 +90,8 @@ class _Access:
 
 @dataclass
 class _Counts:
-    values: dict[str, float] = field(default_factory=lambda: dict.fromkeys(FEATURE_NAMES, 0.0))
+    values: dict[str, float] = field(default_factory=lambda: dict.fromkeys(LOOP_FEATURE_NAMES,
+                                                                           0.0))
     accesses: list[_Access] = field(default_factory=list)
     extents: dict[int, int] = field(default_factory=dict)   # For id -> extent
     kinds: dict[int, ForKind] = field(default_factory=dict)
@@ -373,7 +381,7 @@ def tile_estimate(facts: TargetFacts, tile: int) -> float:
 
 def loop_features(funcs: PrimFunc | Sequence[PrimFunc],
                   target: Target | str | None = None) -> tuple[float, ...]:
-    """The feature vector (FEATURE_NAMES order) of a kernel for `target` (default: this
+    """The loop features (LOOP_FEATURE_NAMES order) of a kernel for `target` (default: this
     machine); several functions add up."""
     target = Target.host() if target is None else Target(target) if isinstance(target, str) \
         else target
@@ -408,7 +416,34 @@ def loop_features(funcs: PrimFunc | Sequence[PrimFunc],
     v["float_ops"] = math.log2(1.0 + v["float_ops"])
     v["depth"] = extract.max_depth
     v["buffers"] = len({a.buffer for a in c.accesses})
-    return tuple(round(float(v[n]), 6) for n in FEATURE_NAMES)
+    return tuple(round(float(v[n]), 6) for n in LOOP_FEATURE_NAMES)
 
 
-__all__ = ["FEATURE_NAMES", "loop_features", "tile_estimate"]
+def knob_features(knobs: Any) -> tuple[float, ...]:
+    """The candidate's knob values in its family's field order, padded to KNOB_SLOTS: True /
+    False as 1 / 0, numbers as they are, text by a stable code. Features are ranked within
+    a task and transferred within a knob family only, so a slot means the same knob
+    wherever it is compared. They tell apart what the loop counts cannot: a loop order
+    (ConvKnobs.rows_outer), an unroll the code generator applies (DenseKnobs.unroll_k), a
+    parallel loop run on one thread; in the replay of benchmarks/search_efficiency.py,
+    24 of the dense task's 96 candidates shared their loop features with another, up to
+    1.6x apart in time."""
+    values = [getattr(knobs, f.name) for f in dataclasses.fields(knobs)] \
+        if dataclasses.is_dataclass(knobs) else []
+    if len(values) > KNOB_SLOTS:
+        raise TuningError(f"{type(knobs).__name__} has {len(values)} knobs; the cost model's "
+                          f"features hold {KNOB_SLOTS}")
+    codes = [float(zlib.crc32(v.encode()) % 997) if isinstance(v, str) else float(v)
+             for v in values]
+    return tuple(codes + [0.0] * (KNOB_SLOTS - len(codes)))
+
+
+def candidate_features(funcs: PrimFunc | Sequence[PrimFunc], target: Target | str | None,
+                       knobs: Any) -> tuple[float, ...]:
+    """The cost model's feature vector (FEATURE_NAMES order): the kernel's loop features,
+    then its knobs'."""
+    return loop_features(funcs, target) + knob_features(knobs)
+
+
+__all__ = ["FEATURE_NAMES", "KNOB_SLOTS", "LOOP_FEATURE_NAMES", "candidate_features",
+           "knob_features", "loop_features", "tile_estimate"]

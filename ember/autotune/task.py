@@ -61,12 +61,13 @@ class TuneTask:
         return lowering.build_group(self.group, Target(self.target), knobs, inputs)
 
     def features(self, point: Mapping[str, Any]) -> tuple[float, ...]:
-        """The cost model's loop features of the candidate `point` (its kernel as lowered)."""
-        from ember.autotune.features import loop_features
+        """The cost model's features of the candidate `point`: its kernel's loop features as
+        lowered, and its knobs."""
+        from ember.autotune.features import candidate_features
 
-        funcs = lowering.lower_group(self.group, Target(self.target), self.knobs_at(point),
-                                     optimized=False)
-        return loop_features(funcs[0], Target(self.target))
+        knobs = self.knobs_at(point)
+        funcs = lowering.lower_group(self.group, Target(self.target), knobs, optimized=False)
+        return candidate_features(funcs[0], Target(self.target), knobs)
 
     def default_point(self) -> dict[str, Any]:
         """The default knobs as a point of the space (only the knobs the space varies)."""

@@ -6,7 +6,7 @@ import math
 import pytest
 
 from ember import te
-from ember.autotune.features import FEATURE_NAMES, loop_features
+from ember.autotune.features import LOOP_FEATURE_NAMES, loop_features
 from ember.te.lower import lower_schedule
 from ember.target import Target
 
@@ -15,7 +15,7 @@ HASWELL = "llvm -mcpu=haswell -num-cores=4"  # 16 of 256 bits
 
 
 def _features(s, args, target=ZEN4):
-    return dict(zip(FEATURE_NAMES, loop_features(lower_schedule(s, args, "f"), target)))
+    return dict(zip(LOOP_FEATURE_NAMES, loop_features(lower_schedule(s, args, "f"), target)))
 
 
 def _add(vectorize: bool, parallel: bool, n: int = 1024, target=ZEN4):
@@ -63,7 +63,7 @@ def test_features_do_not_grow_with_the_task_but_its_scale():
     assert big["float_ops"] > small["float_ops"]
     size_bound = {"float_ops", "parallel_per_thread", "task_bytes_over_l2",
                   "body_bytes_over_l1"}
-    for name in FEATURE_NAMES:
+    for name in LOOP_FEATURE_NAMES:
         if name not in size_bound:
             assert small[name] == pytest.approx(big[name], abs=1e-6), name
 
@@ -151,3 +151,39 @@ def test_guards_count_tail_tiles():
         return _features(s, [a, c])
 
     assert split(10)["guards"] == 0 and split(16)["guards"] > 0
+
+
+def test_knob_features_tell_apart_what_the_loops_do_not():
+    """The knobs enter the features in their family's field order, padded to KNOB_SLOTS:
+    two dense candidates whose loop programs count alike (the k-loop unroll is applied by
+    the code generator) still differ; text knobs get a stable code."""
+    import dataclasses
+
+    from ember.autotune.features import FEATURE_NAMES, KNOB_SLOTS, knob_features
+    from ember.errors import TuningError
+    from ember.ops.dense import DenseKnobs
+    from ember.ops.gpu.conv import GpuConvKnobs
+
+    a = knob_features(DenseKnobs(rows=12, cols=32, parallel_rows=False, unroll_k=4))
+    b = knob_features(DenseKnobs(rows=12, cols=32, parallel_rows=True, unroll_k=2))
+    assert len(a) == KNOB_SLOTS and a[:4] == (12.0, 32.0, 0.0, 4.0) and a[4:] == (0.0,) * 4
+    assert b[2:4] == (1.0, 2.0)
+    conv = GpuConvKnobs()
+    assert knob_features(conv) == knob_features(dataclasses.replace(conv))
+    assert knob_features(conv)[0] != knob_features(dataclasses.replace(conv, algo="x"))[0]
+    assert FEATURE_NAMES[-KNOB_SLOTS:] == tuple(f"knob_{i}" for i in range(KNOB_SLOTS))
+
+    @dataclasses.dataclass(frozen=True)
+    class Many:
+        a: int = 0
+        b: int = 0
+        c: int = 0
+        d: int = 0
+        e: int = 0
+        f: int = 0
+        g: int = 0
+        h: int = 0
+        i: int = 0
+
+    with pytest.raises(TuningError, match="Many has 9 knobs"):
+        knob_features(Many())
