@@ -425,9 +425,9 @@ def knob_features(knobs: Any) -> tuple[float, ...]:
     a task and transferred within a knob family only, so a slot means the same knob
     wherever it is compared. They tell apart what the loop counts cannot: a loop order
     (ConvKnobs.rows_outer), an unroll the code generator applies (DenseKnobs.unroll_k), a
-    parallel loop run on one thread; in the replay of benchmarks/search_efficiency.py,
-    24 of the dense task's 96 candidates shared their loop features with another, up to
-    1.6x apart in time."""
+    parallel loop run on one thread; in a sample of benchmarks/search_efficiency.py, the
+    dense task's 96 candidates had 72 distinct loop feature vectors, candidates sharing
+    one up to 1.6x apart in time."""
     values = [getattr(knobs, f.name) for f in dataclasses.fields(knobs)] \
         if dataclasses.is_dataclass(knobs) else []
     if len(values) > KNOB_SLOTS:
