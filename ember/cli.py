@@ -429,7 +429,8 @@ def _cmd_tune(args: argparse.Namespace) -> int:
     from ember.tune_check import check_in_model, verdict_lines
 
     done = run(args, _input_shapes(args) if args.model else None)
-    if done != 0 or args.report or args.no_model_check or args.model is None:
+    if (done != 0 or args.report or args.no_model_check or args.model is None
+            or args.export or args.import_file):
         return done
     verdicts = check_in_model(args.model, args.db or default_path(), args.target,
                               input_shapes=_input_shapes(args))

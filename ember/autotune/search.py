@@ -99,7 +99,8 @@ class ModelSearch:
     task's 16th measurement of its own; see `_score`): in the replay of a 320-point sample of
     three conv tasks and all 96 points of a dense one (benchmarks/search_efficiency.py), the
     trees trained on a few dozen points alone ranked a conv task's fastest tiles no better
-    than the estimate did, and the two together took a third of the trials. Where
+    than the estimate did, and the two together needed fewer trials on most tasks
+    (BENCHMARKS.md, "320-point samples"). Where
     the prior says nothing (None, or the same for every point sampled), the batch is
     `initial`: "random" (uniform, the default: it did best in the replay of
     benchmarks/search_efficiency.py), "spread" (points chosen one by one farthest in

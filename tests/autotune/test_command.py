@@ -45,6 +45,10 @@ def test_export_and_import_commands(tmp_path, capsys):
     assert "2 records" in capsys.readouterr().out
     assert main(["tune", "--db", str(copy), "--import", str(lines)]) == 0
     assert "2 new records" in capsys.readouterr().out
+    model = tmp_path / "convs.onnx"  # with a model too: only the exchange, no tuning or check
+    onnx.save(_two_conv_model(), str(model))
+    assert main(["tune", str(model), "--db", str(copy), "--export", str(lines)]) == 0
+    assert capsys.readouterr().out.strip() == f"2 records of {copy} written to {lines}"
     with TuningDatabase(copy) as db:
         assert len(db) == 2 and db.model_checks("fp-a") == {"t1": {'{"ow_tile": 1}': 2e-4}}
     assert main(["tune", "--db", str(copy), "--import", str(tmp_path / "none.jsonl")]) == 2
