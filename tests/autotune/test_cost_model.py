@@ -168,6 +168,16 @@ def test_the_prior_still_counts_after_the_model_is_trained():
     assert 0 < later[3] - later[0] < alone[3] - alone[0]
 
 
+def test_annealing_over_a_large_space_with_the_lasting_prior():
+    """Where the space is larger than a proposal's evaluations (annealing scores a few
+    points at a time), the model and the estimate together still find the optimum in a
+    third of random search's trials."""
+    guided = [_trials_to_optimum(ModelSearch(SPACE, _with_prior, seed=s, max_evaluations=200))
+              for s in range(6)]
+    blind = [_trials_to_optimum(RandomSearch(SPACE, seed=s)) for s in range(6)]
+    assert sum(guided) < sum(blind) / 3
+
+
 def test_prior_options_are_checked():
     from ember.errors import TuningError
 
