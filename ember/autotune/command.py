@@ -14,6 +14,9 @@ from typing import Any
 from ember.errors import TuningError
 
 
+LOCAL_RAY = "local"  # --ray without an address
+
+
 def parse_budget(text: str | None) -> float | None:
     """'20m', '90s', '1h' or plain seconds -> seconds."""
     if text is None:
@@ -123,9 +126,6 @@ def exchange(db_path: Any, export: str | None, import_file: str | None) -> int:
             written = db.export_jsonl(export)
             print(f"{written} records of {db_path} written to {export}")
     return 0
-
-
-LOCAL_RAY = "local"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

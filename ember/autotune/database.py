@@ -254,15 +254,11 @@ class TuningDatabase:
     def model_checks(self, fingerprint: str) -> dict[str, dict[str, float]]:
         """Per task, per knobs (knobs_json), its groups' seconds in model order from the
         newest check on `fingerprint`; empty for a file that has none."""
-        try:
-            rows = self._db.execute("SELECT task_key, knobs, seconds FROM model_checks WHERE "
-                                    "fingerprint = ? ORDER BY timestamp", [fingerprint])
-            found = rows.fetchall()
-        except sqlite3.OperationalError:  # a read-only file from before the table
-            return {}
         out: dict[str, dict[str, float]] = {}
-        for key, knobs, seconds in found:
-            out.setdefault(key, {})[knobs] = float(seconds)
+        for check in self._all_model_checks():
+            if check["fingerprint"] == fingerprint:
+                out.setdefault(check["task_key"], {})[knobs_json(check["knobs"])] = \
+                    float(check["seconds"])
         return out
 
     def __len__(self) -> int:
@@ -316,6 +312,7 @@ class TuningDatabase:
         return added
 
     def _all_model_checks(self) -> list[dict[str, Any]]:
+        """Every model-order check, oldest first; none for a file from before the table."""
         try:
             rows = self._db.execute("SELECT task_key, fingerprint, knobs, seconds, timestamp "
                                     "FROM model_checks ORDER BY timestamp").fetchall()

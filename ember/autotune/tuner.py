@@ -83,12 +83,12 @@ def _safe_features(task: TuneTask, point: dict[str, Any]) -> tuple[float, ...]:
         return (0.0,) * len(FEATURE_NAMES)
 
 
-def _transfer(db: TuningDatabase, task: TuneTask, timing: str
+def _transfer(db: TuningDatabase, task: TuneTask, fingerprint: str, timing: str
               ) -> list[tuple[Sequence[float], float, str]]:
     """Earlier records of the same knob family, with features: other tasks on any target,
     and this task measured on other targets (another machine's records, imported) or timed
-    the other way; not the task's own records here (the search observes those)."""
-    fingerprint = Target(task.target).fingerprint
+    the other way; not the task's own records on `fingerprint` timed as `timing` (the
+    search observes those)."""
     rows = []
     for r in db.records(family=task.family):
         own = (r.task_key, r.fingerprint, r.timing) == (task.key, fingerprint, timing)
@@ -104,7 +104,8 @@ def _start(task: TuneTask, db: TuningDatabase, search: str, seed: int, transfer:
     space = task.space()
     if search == "xgb":
         strategy: Any = ModelSearch(space, lambda p: _safe_features(task, p), task.key, seed,
-                                    epsilon, _transfer(db, task, timing) if transfer else ())
+                                    epsilon, _transfer(db, task, fingerprint, timing) if transfer
+                                    else ())
     else:
         strategy = SEARCHES[search](space, seed)
     progress = TaskProgress(task, fingerprint, strategy, set(), timing=timing)
@@ -261,7 +262,8 @@ def tune(tasks: Sequence[TuneTask] | Any, db: TuningDatabase | None = None,
             if size > len(points):
                 if transfer and isinstance(state.strategy, ModelSearch):
                     # what other tasks of the family measured meanwhile trains this one too
-                    state.strategy.set_transfer(_transfer(db, state.task, state.timing))
+                    state.strategy.set_transfer(_transfer(db, state.task, state.fingerprint,
+                                                               state.timing))
                 chosen = state.tried | {knobs_json(p) for p in points}
                 points += state.strategy.propose(size - len(points), chosen)
             if not points:

@@ -453,6 +453,6 @@ def test_transfer_takes_other_tasks_and_this_task_on_other_machines(tasks, tmp_p
     with TuningDatabase(tmp_path / "db.sqlite") as db:
         db.add([record(task, here), record(task, "another machine"),
                 record(other_task, here), record(task, "x", family="DenseKnobs")])
-        sources = sorted(g for _, _, g in _transfer(db, task, "cold"))
+        sources = sorted(g for _, _, g in _transfer(db, task, here, "cold"))
     assert sources == sorted([f"{task.key}/another machine/cold",
                               f"{other_task.key}/{here}/cold"])
