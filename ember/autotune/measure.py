@@ -480,14 +480,18 @@ class _Worker:
 class LocalRunner:
     """Measures candidates in `workers` worker processes on this machine; a worker that dies
     or hangs is replaced. With several workers, candidates build in parallel while kernel
-    runs take turns the runner grants one worker at a time (a timed kernel shares the
-    machine with builds, never with another timed kernel: use workers > 1 where cores are
-    spare beyond the target's threads). Workers are forked (they start with ember loaded),
-    except for tasks on GPU targets, whose workers are spawned (fresh interpreters: a device
-    runtime's threads and handles do not survive a fork); `start` forces one method for all."""
+    runs take turns the runner grants one worker at a time, and while a kernel runs the
+    other workers are stopped (SIGSTOP, then SIGCONT when its run ends: `exclusive`), so a
+    timed kernel shares the machine with nothing of the tuner's. Why: on a 2-vCPU host whose
+    vCPUs are one core's two hardware threads, a 1-thread conv kernel ran 1.6-1.8x slower
+    beside a build on the other vCPU, and unevenly so (candidates' ratios changed by up to
+    15%), which ranked candidates by how they share a core. Workers are forked (they start
+    with ember loaded), except for tasks on GPU targets, whose workers are spawned (fresh
+    interpreters: a device runtime's threads and handles do not survive a fork); `start`
+    forces one method for all."""
 
     def __init__(self, settings: MeasureSettings | None = None, workers: int = 1,
-                 start: str | None = None) -> None:
+                 start: str | None = None, exclusive: bool = True) -> None:
         if workers < 1:
             raise TuningError(f"LocalRunner: workers must be >= 1, got {workers}")
         self.settings = settings or MeasureSettings()
@@ -501,6 +505,9 @@ class LocalRunner:
         # with several workers, builds overlap but kernel runs take turns
         self._holder: int | None = None       # the slot whose kernel runs now
         self._waiting: list[int] = []         # slots asking for a turn, in order
+        self._exclusive = exclusive and hasattr(signal, "SIGSTOP")
+        self._stopped: dict[int, float] = {}  # slot -> when it was stopped for a turn
+        self._stopped_seconds: dict[int, float] = {}  # slot -> off the clock, this job
 
     def _method(self, task: Measurable) -> str:
         if self._start is not None:
@@ -545,17 +552,22 @@ class LocalRunner:
                     jobs[:0] = self._failed(job, slot, task, points, results, str(error))
                     continue
                 busy[slot] = (job, time.monotonic() + self.settings.timeout * len(job))
+                self._stopped_seconds[slot] = 0.0
             if not busy:
                 continue
             now = time.monotonic()
-            # a worker waiting for its turn is not on the clock
-            clocks = [d for slot, (_, d) in busy.items() if slot not in self._waiting]
+            # a worker waiting for its turn, or stopped for another's, is not on the clock
+            clocks = [self._deadline(slot, d) for slot, (_, d) in busy.items()
+                      if self._on_clock(slot)]
             timeout = max(0.0, min(clocks) - now) if clocks else None
             conns = {self._workers[s].conn: s for s in busy}  # type: ignore[union-attr]
             ready = wait(list(conns), timeout)
             for conn in ready:
                 slot = conns[conn]  # type: ignore[index]
                 job, _ = busy[slot]
+                # stopped mid-message (a partial one would block the read): let it finish;
+                # a worker that sends is done building until it hears back
+                self._resume(slot)
                 try:
                     message = conn.recv()  # type: ignore[union-attr]
                 except (EOFError, OSError):
@@ -579,7 +591,7 @@ class LocalRunner:
                 busy[granted] = (job, deadline + time.monotonic() - asked.pop(granted))
             now = time.monotonic()
             for slot, (job, deadline) in list(busy.items()):
-                if now >= deadline and slot not in self._waiting:
+                if now >= self._deadline(slot, deadline) and self._on_clock(slot):
                     busy.pop(slot)
                     self._kill(slot)
                     if len(job) > 1:
@@ -610,28 +622,64 @@ class LocalRunner:
         return (f"worker process died ({how}{'; ' + detail if detail else ''}) measuring "
                 f"task {task.description} with knobs {dict(point)}")
 
+    def _on_clock(self, slot: int) -> bool:
+        return slot not in self._waiting and slot not in self._stopped
+
+    def _deadline(self, slot: int, deadline: float) -> float:
+        return deadline + self._stopped_seconds.get(slot, 0.0)
+
+    def _stop_others(self, holder: int) -> None:
+        """Stop every other live worker while `holder`'s kernel runs."""
+        if not self._exclusive:
+            return
+        for slot, worker in enumerate(self._workers):
+            if slot == holder or worker is None or slot in self._stopped:
+                continue
+            try:
+                os.kill(worker.process.pid, signal.SIGSTOP)  # type: ignore[arg-type]
+            except (ProcessLookupError, TypeError):
+                continue  # gone already: its pipe tells
+            self._stopped[slot] = time.monotonic()
+
+    def _resume(self, slot: int) -> None:
+        since = self._stopped.pop(slot, None)
+        if since is None:
+            return
+        self._stopped_seconds[slot] = (self._stopped_seconds.get(slot, 0.0)
+                                       + time.monotonic() - since)
+        worker = self._workers[slot]
+        if worker is not None:
+            with contextlib.suppress(ProcessLookupError, TypeError):
+                os.kill(worker.process.pid, signal.SIGCONT)  # type: ignore[arg-type]
+
     def _release(self, slot: int) -> None:
         if self._holder == slot:
             self._holder = None
+            for other in list(self._stopped):
+                self._resume(other)
         if slot in self._waiting:
             self._waiting.remove(slot)
 
     def _grant(self) -> int | None:
-        """Give the turn to the next waiting worker when nobody holds it; that worker's slot."""
+        """Give the turn to the next waiting worker when nobody holds it (the others stopped
+        while it runs); that worker's slot."""
         while self._holder is None and self._waiting:
             slot = self._waiting.pop(0)
             worker = self._workers[slot]
             try:
                 if worker is not None:
+                    self._stop_others(slot)
                     worker.conn.send(("go",))
                     self._holder = slot
                     return slot
-            except (BrokenPipeError, OSError):
-                pass  # it died: its result (an error) is read from its pipe
+            except (BrokenPipeError, OSError):  # it died: its error is read from its pipe
+                for other in list(self._stopped):
+                    self._resume(other)
         return None
 
     def _kill(self, slot: int) -> None:
         self._release(slot)
+        self._stopped.pop(slot, None)
         worker = self._workers[slot]
         if worker is not None:
             worker.kill()

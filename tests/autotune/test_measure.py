@@ -160,6 +160,8 @@ def test_bad_settings():
 class LoggingKernel(ToyKernel):
     """Appends (pid, start, end) of every run to a file: what the runs of two workers did."""
 
+    pause = 0.001
+
     def __init__(self, mode, log):
         super().__init__(mode)
         self.log = log
@@ -167,7 +169,7 @@ class LoggingKernel(ToyKernel):
     def run(self):
         start = time.monotonic()
         super().run()
-        time.sleep(0.001)
+        time.sleep(self.pause)
         with open(self.log, "a") as f:
             f.write(f"{os.getpid()} {start!r} {time.monotonic()!r}\n")
 
@@ -209,6 +211,49 @@ def test_two_workers_build_in_parallel_but_never_time_at_once(tmp_path):
     # 8 candidates + a reference in the second worker, 0.3 s each to build: one worker
     # alone needs 2.7 s
     assert elapsed < 2.5
+
+
+class LongKernel(LoggingKernel):
+    pause = 0.011  # a call long beside the stop signal's way to the other CPU
+
+
+class BusyBuildTask(SlowBuildTask):
+    """Candidates whose 0.3 s build keeps the CPU busy and logs a time every 0.5 ms; their
+    kernels' calls last 11 ms."""
+
+    key = "busy-build-task"
+
+    def build(self, point, seed=0):
+        end = time.monotonic() + 0.3
+        with open(self.log + ".builds", "a") as f:
+            while (now := time.monotonic()) < end:
+                f.write(f"{os.getpid()} {now!r}\n")
+                f.flush()
+                while time.monotonic() < now + 0.0005:
+                    pass
+        mode = "ok" if point is None else point["mode"]
+        return LongKernel("ok" if mode == "fine" else mode, self.log)
+
+
+@pytest.mark.parametrize("exclusive", [True, False])
+def test_other_workers_stop_building_while_a_kernel_is_timed(tmp_path, exclusive):
+    _add_one()
+    log = tmp_path / "runs.txt"
+    points = [{"mode": "ok"}] + [{"mode": "fine", "n": n} for n in range(5)]  # 5 builds
+    settings = MeasureSettings(repeat=3, min_run_seconds=0.01, timeout=10.0)
+    with LocalRunner(settings, workers=2, exclusive=exclusive) as runner:
+        results = runner.measure(BusyBuildTask(str(log)), points)
+    assert all(r.ok for r in results)
+    builds = [(int(pid), float(t)) for pid, t in
+              (line.split() for line in (tmp_path / "runs.txt.builds").read_text().splitlines())]
+    # a build step of another worker inside a run (past the first 2 ms: the stop signal's
+    # way to the other CPU)
+    overlaps = sum(1 for start, end, pid in _runs(log) for bpid, t in builds
+                   if bpid != int(pid) and start + 0.002 < t < end)
+    if exclusive:
+        assert overlaps == 0
+    else:  # the same work without stopping: builds do run beside timed kernels
+        assert overlaps > 0
 
 
 def test_a_worker_crashing_or_hanging_in_its_turn_does_not_stop_the_other(tmp_path):
