@@ -120,7 +120,8 @@ class ModelSearch:
                  min_samples: int = 4, model: XGBoostCostModel | None = None,
                  own_weight: float | str = "auto", initial: str = "random",
                  prior: str | None = "tile_estimate", prior_share: float = 0.5,
-                 prior_weight: float = 1.0, max_seconds: float = 15.0) -> None:
+                 prior_weight: float = 1.0, max_seconds: float = 15.0,
+                 diversity: float = 0.0) -> None:
         if not 0.0 <= epsilon <= 1.0:
             raise TuningError(f"ModelSearch: epsilon must be in [0, 1], got {epsilon}")
         if initial not in INITIAL_BATCHES:
@@ -145,6 +146,9 @@ class ModelSearch:
         if not prior_weight >= 0.0:
             raise TuningError(f"ModelSearch: prior_weight must be >= 0, got {prior_weight}")
         self.prior_weight = prior_weight
+        if not diversity >= 0.0:
+            raise TuningError(f"ModelSearch: diversity must be >= 0, got {diversity}")
+        self.diversity = diversity
         # seconds a proposal may spend lowering candidates for their features (a Winograd
         # F(4,3) kernel takes seconds each); past it, only points already lowered are
         # scored and the rest of the batch is drawn at random
@@ -246,7 +250,7 @@ class ModelSearch:
         # a candidate that lowers to a measured program (same features) goes last
         fresh = [p for _, (p, _) in ranked if tuple(self.features(p)) not in self._measured]
         same = [p for _, (p, _) in ranked if tuple(self.features(p)) in self._measured]
-        chosen = _distinct_programs(fresh, n - explore, self.features)
+        chosen = self._diverse(_distinct_programs(fresh, 4 * n, self.features), n - explore)
         picked = {knobs_json(p) for p in chosen}
         pool = _untried(self.space, tried, 4 * n, self.rng, picked)
         chosen += self._spread(pool, n - len(chosen), chosen)
@@ -256,6 +260,24 @@ class ModelSearch:
             picked = {knobs_json(p) for p in chosen}
             chosen += _untried(self.space, tried, n - len(chosen), self.rng, picked)
         return chosen
+
+    def _diverse(self, ranked: Sequence[Point], n: int) -> list[Point]:
+        """n of the best-ranked points: one by one, the point whose rank (1 first, 0 last)
+        plus `diversity` x its knob-step distance to the nearest point chosen already (over
+        the largest such distance) is highest; with diversity 0, the first n."""
+        if self.diversity == 0.0 or n <= 1 or len(ranked) <= n:
+            return list(ranked[:n])
+        rank = 1.0 - np.arange(len(ranked)) / len(ranked)
+        out = [0]
+        nearest = np.array([_knob_distance(self.space, ranked[0], p) for p in ranked])
+        while len(out) < n:
+            gain = rank + self.diversity * nearest / (float(nearest.max()) or 1.0)
+            gain[out] = -np.inf
+            i = int(np.argmax(gain))
+            out.append(i)
+            nearest = np.minimum(nearest, [_knob_distance(self.space, ranked[i], p)
+                                           for p in ranked])
+        return [ranked[i] for i in out]
 
     def _first_batch(self, n: int, tried: set[str]) -> list[Point]:
         """"spread" or "near-and-spread" (see the class); random when nothing was measured."""
