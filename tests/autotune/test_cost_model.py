@@ -187,6 +187,28 @@ def test_prior_options_are_checked():
         ModelSearch(SPACE, _with_prior, prior_share=0.0)
     with pytest.raises(TuningError, match="prior_weight must be >= 0"):
         ModelSearch(SPACE, _with_prior, prior_weight=-1.0)
+    with pytest.raises(TuningError, match="diversity must be >= 0"):
+        ModelSearch(SPACE, _with_prior, diversity=-0.5)
+
+
+def test_a_diverse_batch_keeps_the_best_and_spreads_the_rest():
+    from ember.autotune.search import _knob_distance
+
+    # ranked: 10 points differing from the best only in knob c, then points far from it
+    near = [{"a": 3, "b": 5, "c": c} for c in range(10)]
+    far = [{"a": a, "b": b, "c": 0} for a in (0, 9) for b in (0, 9)]
+    ranked = near + far
+
+    def closest(batch):
+        return min(_knob_distance(SPACE, p, q) for i, p in enumerate(batch)
+                   for q in batch[i + 1:])
+
+    greedy = ModelSearch(SPACE, _with_prior)._diverse(ranked, 6)
+    assert greedy == ranked[:6]
+    diverse = ModelSearch(SPACE, _with_prior, diversity=1.0)._diverse(ranked, 6)
+    assert diverse[0] == ranked[0] and len({knobs_json(p) for p in diverse}) == 6
+    assert any(p in far for p in diverse)
+    assert closest(diverse) > closest(greedy)
 
 
 def test_a_proposal_spends_at_most_its_time_lowering_candidates():
