@@ -17,6 +17,11 @@ from ember.autotune.measure import Measurable, MeasureResult, MeasureSettings, m
 from ember.errors import TuningError
 
 
+# seconds the first result of a runner may take beyond the time-out: Ray starts its worker
+# processes on demand, and each imports ember (seconds; on a loaded machine, above 20)
+WORKER_START_SECONDS = 60.0
+
+
 def _ray() -> Any:
     try:
         import ray
@@ -50,6 +55,7 @@ class RayRunner:
         # one CPU per candidate: timings are not shared with another candidate's
         self._remote = self.ray.remote(num_cpus=1, max_retries=0)(_measure_remote)
         self._tasks: dict[str, Any] = {}
+        self._started_workers = False  # a result came back: the workers are up
 
     def measure(self, task: Measurable, points: Sequence[Mapping[str, Any]]
                 ) -> list[MeasureResult]:
@@ -60,8 +66,10 @@ class RayRunner:
                 for p in points]
         results = []
         for point, ref in zip(points, refs):
+            start = 0.0 if self._started_workers else WORKER_START_SECONDS
             try:
-                results.append(ray.get(ref, timeout=self.settings.timeout))
+                results.append(ray.get(ref, timeout=self.settings.timeout + start))
+                self._started_workers = True
             except ray.exceptions.GetTimeoutError:
                 ray.cancel(ref, force=True)
                 results.append(MeasureResult((), f"timed out after {self.settings.timeout:g} s "
