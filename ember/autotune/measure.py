@@ -654,11 +654,14 @@ class LocalRunner:
             with contextlib.suppress(ProcessLookupError, TypeError):
                 os.kill(worker.process.pid, signal.SIGCONT)  # type: ignore[arg-type]
 
+    def _resume_all(self) -> None:
+        for slot in list(self._stopped):
+            self._resume(slot)
+
     def _release(self, slot: int) -> None:
         if self._holder == slot:
             self._holder = None
-            for other in list(self._stopped):
-                self._resume(other)
+            self._resume_all()
         if slot in self._waiting:
             self._waiting.remove(slot)
 
@@ -675,8 +678,7 @@ class LocalRunner:
                     self._holder = slot
                     return slot
             except (BrokenPipeError, OSError):  # it died: its error is read from its pipe
-                for other in list(self._stopped):
-                    self._resume(other)
+                self._resume_all()
         return None
 
     def _kill(self, slot: int) -> None:
